@@ -19,6 +19,11 @@ def _kind(dtype: np.dtype) -> str:
     return "float"
 
 
+def _dtype(leaf) -> np.dtype:
+    # Python scalars have no dtype attribute; numpy then names the one they would get.
+    return np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.result_type(leaf)
+
+
 def assert_trees_close(actual, expected, *, rtol: float, atol: float) -> int:
     """Assert that two pytrees hold the same arrays, and return how many leaves were compared.
 
@@ -42,7 +47,7 @@ def assert_trees_close(actual, expected, *, rtol: float, atol: float) -> int:
     paths_and_leaves = jax.tree_util.tree_leaves_with_path(actual)
     for (path, a), e in zip(paths_and_leaves, jax.tree_util.tree_leaves(expected), strict=True):
         where = jax.tree_util.keystr(path) or "<root>"
-        a_dtype, e_dtype = np.result_type(a), np.result_type(e)
+        a_dtype, e_dtype = _dtype(a), _dtype(e)
         assert a_dtype == e_dtype, f"{where}: dtype {a_dtype} != {e_dtype}"
         a_np, e_np = np.asarray(a), np.asarray(e)
         assert a_np.shape == e_np.shape, f"{where}: shape {a_np.shape} != {e_np.shape}"
