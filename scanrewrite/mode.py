@@ -1,0 +1,63 @@
+"""What one run of the command does: the rewrite options and what happens to the result.
+
+The command line turns its flags into these two values at once, so nothing past
+`cli.py` looks at a flag.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Options of the rewrite itself, passed unchanged to `scanrewrite.codemod.rewrite`.
+
+    Frozen and hashable, so it travels to worker processes as it is.
+    """
+
+    #: Steps per chunk written as `unroll=N` into every rewritten call.
+    unroll: int = 4
+    #: None leaves the runtime's default (checkpointed); "none" writes
+    #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`.
+    checkpoint: str | None = None
+
+
+class WriteBack(enum.Enum):
+    """What happens to a file whose rewrite differs from it."""
+
+    #: Write the file in place (the default).
+    YES = "yes"
+    #: Print a unified diff to stdout; write nothing.
+    DIFF = "diff"
+    #: Write nothing; exit 1 if anything would change.
+    CHECK = "check"
+    #: `--check --diff`: print the diff and exit 1 if anything would change.
+    CHECK_DIFF = "check-diff"
+
+    @classmethod
+    def from_configuration(cls, *, check: bool, diff: bool) -> WriteBack:
+        """The mode that `--check` and `--diff` select, alone or together."""
+        if check and diff:
+            return cls.CHECK_DIFF
+        if check:
+            return cls.CHECK
+        if diff:
+            return cls.DIFF
+        return cls.YES
+
+    @property
+    def writes(self) -> bool:
+        """Whether changed files are written."""
+        return self is WriteBack.YES
+
+    @property
+    def shows_diff(self) -> bool:
+        """Whether a unified diff of each changed file goes to stdout."""
+        return self in (WriteBack.DIFF, WriteBack.CHECK_DIFF)
+
+    @property
+    def fails_on_change(self) -> bool:
+        """Whether a file that would change makes the exit code 1."""
+        return self in (WriteBack.CHECK, WriteBack.CHECK_DIFF)

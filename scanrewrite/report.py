@@ -1,0 +1,151 @@
+"""Counting what a run did, the messages on stderr, the closing summary and the exit code."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import click
+
+from scanrewrite.mode import WriteBack
+
+
+class Changed(enum.Enum):
+    """Whether the rewrite of one file differs from the file."""
+
+    NO = 0
+    YES = 1
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What happened to one file; plain data, so a worker process can send it back."""
+
+    #: The file as messages name it.
+    display: str
+    changed: Changed = Changed.NO
+    #: Lines of the calls rewritten (or that would be).
+    rewritten: tuple[int, ...] = ()
+    #: (line, reason) of each call left as it was.
+    skipped: tuple[tuple[int, str], ...] = ()
+    #: The unified diff, when the mode shows one and the file changes.
+    diff: bytes | None = None
+    #: Why the file failed, as (line or None, one-line message); None if it did not.
+    error: tuple[int | None, str] | None = None
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+@dataclass
+class Report:
+    """Counts files and calls, and writes the per-file and per-call messages to stderr.
+
+    Errors are printed whatever the verbosity; `quiet` silences everything else and
+    `verbose` adds one line per call and per ignored path.
+    """
+
+    write_back: WriteBack = WriteBack.YES
+    verbose: bool = False
+    quiet: bool = False
+    #: Colour on or off; None leaves it to click (on when stderr is a terminal).
+    color: bool | None = None
+    #: Files whose rewrite differs from them (written, or that would be).
+    change_count: int = 0
+    #: Files read and found to need no change.
+    same_count: int = 0
+    #: Files that could not be read, decoded, parsed or written.
+    failure_count: int = 0
+    #: Scan calls rewritten (or that would be), all in changed files.
+    rewritten_calls: int = 0
+    #: Scan calls recognised but left as they were (a pragma, or a shape never guessed at).
+    skipped_calls: int = 0
+
+    def _err(self, message: str, **style: object) -> None:
+        click.echo(click.style(message, **style) if style else message, err=True, color=self.color)
+
+    def done(self, path: str, changed: Changed) -> None:
+        """Count one file that was processed without error."""
+        if changed is Changed.YES:
+            self.change_count += 1
+            if not self.quiet:
+                self._err(f"{'rewritten' if self.write_back.writes else 'would rewrite'} {path}")
+        else:
+            self.same_count += 1
+            if self.verbose:
+                self._err(f"{path}: unchanged")
+
+    def rewritten(self, path: str, line: int) -> None:
+        """Count one call rewritten at `path:line`."""
+        self.rewritten_calls += 1
+        if self.verbose:
+            self._err(f"{path}:{line}: rewritten")
+
+    def skipped(self, path: str, line: int, reason: str) -> None:
+        """Count one call at `path:line` that was left as it was, and why."""
+        self.skipped_calls += 1
+        if self.verbose:
+            self._err(f"{path}:{line}: skipped ({reason})")
+
+    def failed(self, path: str, message: str, line: int | None = None) -> None:
+        """Count one file that failed; print `error: path:line: message` on stderr."""
+        self.failure_count += 1
+        where = path if line is None else f"{path}:{line}"
+        self._err(f"error: {where}: {message}", fg="red")
+
+    def record(self, result: FileResult) -> None:
+        """Count one file's result, calls first, then the file itself."""
+        for line in result.rewritten:
+            self.rewritten(result.display, line)
+        for line, reason in result.skipped:
+            self.skipped(result.display, line, reason)
+        if result.error is None:
+            self.done(result.display, result.changed)
+        else:
+            line, message = result.error
+            self.failed(result.display, message, line)
+
+    def ignored(self, path: str, why: str) -> None:
+        """Note a path that discovery left out (shown with `-v` only; not counted)."""
+        if self.verbose:
+            self._err(f"{path}: ignored ({why})")
+
+    def summary(self) -> None:
+        """Print the closing summary line on stderr, unless quiet."""
+        if not self.quiet:
+            self._err(str(self), bold=True)
+
+    @property
+    def return_code(self) -> int:
+        """The exit code of the run.
+
+        - 0: nothing to do, or every changed file was written (or diffed, without `--check`);
+        - 1: under `--check`, at least one file would change and none failed;
+        - 2: at least one file failed (could not be read, decoded, parsed or written).
+          Bad options exit 2 too, through click, before any file is read.
+        """
+        if self.failure_count:
+            return 2
+        if self.change_count and self.write_back.fails_on_change:
+            return 1
+        return 0
+
+    def __str__(self) -> str:
+        """The summary, e.g. `2 files rewritten (5 scan calls), 40 left unchanged,
+        3 calls skipped, 1 file failed`; "would be rewritten" when nothing is written.
+        """
+        parts = []
+        if self.change_count:
+            verb = "rewritten" if self.write_back.writes else "would be rewritten"
+            calls = _plural(self.rewritten_calls, "scan call")
+            parts.append(f"{_plural(self.change_count, 'file')} {verb} ({calls})")
+        if self.same_count:
+            # Once a count of files leads the line, "40 left unchanged" reads as files.
+            count = str(self.same_count) if parts else _plural(self.same_count, "file")
+            parts.append(f"{count} left unchanged")
+        if self.skipped_calls:
+            parts.append(f"{_plural(self.skipped_calls, 'call')} skipped")
+        if self.failure_count:
+            parts.append(f"{_plural(self.failure_count, 'file')} failed")
+        return ", ".join(parts) if parts else "no Python files found"
