@@ -1,0 +1,651 @@
+"""The transform: rewrite `jax.lax.scan` / `equinox.internal.scan` calls to the runtime.
+
+`rewrite` is the pure function the command line uses: bytes in, `RewriteResult` out,
+no file I/O, no printing, no jax import. `ScanRewriteCommand` is the same transform as
+a libcst codemod, so it also runs under libcst's own runner::
+
+    python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+
+A rewritten call keeps every argument, comment and line break the user wrote; only
+the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+
+from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
+
+__all__ = [
+    "RewriteResult",
+    "Rewritten",
+    "ScanRewriteCommand",
+    "Skipped",
+    "SourceError",
+    "rewrite",
+]
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A call that was rewritten."""
+
+    #: 1-based line of the call's first character.
+    line: int
+    #: The qualified name of the API that was called, e.g. ``"jax.lax.scan"``.
+    api: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A call or reference that was found but left as it is, and why."""
+
+    #: 1-based line of the call (or reference, or pragma).
+    line: int
+    #: A short lower-case phrase, e.g. ``"unroll may come from **kwargs"``.
+    reason: str
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What `rewrite` did to one source file."""
+
+    #: The new source, in the input's encoding, BOM and line endings.
+    code: bytes
+    rewritten: tuple[Rewritten, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether any call was rewritten (and so `code` differs from the input)."""
+        return bool(self.rewritten)
+
+
+class SourceError(Exception):
+    """Source that cannot be decoded or parsed, or that libcst cannot reproduce exactly."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(line, message)
+        #: 1-based line of the problem, when known.
+        self.line = line
+        #: One line, e.g. ``"cannot parse: expected one of ), *, **, NAME"``.
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message if self.line is None else f"line {self.line}: {self.message}"
+
+
+def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) -> RewriteResult:
+    """Rewrite every recognised scan call in `source`.
+
+    `unroll` (a positive int) is appended to each rewritten call that does not pass
+    one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
+    ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
+    ``checkpoint=jax.checkpoint_policies.NAME``); any other option value raises
+    `ValueError`. Source that cannot be decoded, parsed or reproduced byte for byte
+    raises `SourceError`. Everything that is not rewritten comes back byte for byte.
+    """
+    command = ScanRewriteCommand(CodemodContext(), unroll=unroll, checkpoint=checkpoint)
+    parsed = _Parsed.from_bytes(source)
+    if not _may_call_a_target(source):
+        return RewriteResult(source, (), ())
+    try:
+        module = command.transform_module(parsed.module)
+    except SkipFile:
+        return RewriteResult(source, (), tuple(command.skipped))
+    code = parsed.render(module) if command.rewritten else source
+    return RewriteResult(code, tuple(command.rewritten), tuple(command.skipped))
+
+
+def _may_call_a_target(source: bytes) -> bool:
+    """False when no target can be named: every spelling of every target needs both its
+    last name in the text and its package in an import. Only a shortcut past the
+    metadata passes for the many files that never mention a scan; calls are still
+    resolved by qualified name."""
+    return any(
+        target.qualified_name.rpartition(".")[2].encode() in source
+        and target.qualified_name.partition(".")[0].encode() in source
+        for target in TARGETS
+    )
+
+
+class ScanRewriteCommand(VisitorBasedCodemodCommand):
+    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls to `scanrewrite.runtime`."""
+
+    DESCRIPTION = (
+        "Rewrite jax.lax.scan and equinox.internal.scan calls into scanrewrite.runtime's "
+        "chunked, checkpointed scans with an unrolled body."
+    )
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ScopeProvider)
+
+    @staticmethod
+    def add_args(arg_parser: argparse.ArgumentParser) -> None:
+        arg_parser.add_argument(
+            "--unroll",
+            type=_positive_int,
+            default=4,
+            help="steps per unrolled chunk, for calls that do not pass unroll (default: 4)",
+        )
+        arg_parser.add_argument(
+            "--checkpoint",
+            choices=("none", *CHECKPOINT_POLICIES),
+            default=None,
+            help="write checkpoint=False ('none') or a jax.checkpoint_policies policy "
+            "into each rewritten jax.lax.scan call (default: the runtime's default)",
+        )
+
+    def __init__(
+        self, context: CodemodContext, unroll: int = 4, checkpoint: str | None = None
+    ) -> None:
+        super().__init__(context)
+        if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+            raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+        if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
+            raise ValueError(
+                f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
+                f"got {checkpoint!r}"
+            )
+        self.unroll = unroll
+        self.checkpoint = checkpoint
+        #: Filled by each `transform_module`: what was rewritten and skipped, in file order.
+        self.rewritten: list[Rewritten] = []
+        self.skipped: list[Skipped] = []
+        self._pragmas: dict[int, _Pragma] = {}
+        self._call_lines: set[int] = set()
+        # Callee node (of the original tree) -> its target, or the reason it is ambiguous.
+        self._callees: dict[cst.BaseExpression, Target | str] = {}
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The rewrite, then the scheduled import additions and removals.
+
+        As `CodemodCommand.transform_module`, except that removing an import keeps the
+        blank lines and comments above it (libcst's `RemoveImportsVisitor` drops them) and
+        adding one adds only its own line (libcst's `AddImportsVisitor` also adds a blank
+        line after the import block when there is none).
+        """
+        tree = Codemod.transform_module(self, tree)
+        if AddImportsVisitor.CONTEXT_KEY in self.context.scratch:
+            tree = _AddImportsOnly(self.context).transform_module(tree)
+        if RemoveImportsVisitor.CONTEXT_KEY in self.context.scratch:
+            tree = _RemoveImportsKeepingLines(self.context).transform_module(tree)
+        return tree
+
+    # -- module -------------------------------------------------------------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.rewritten = []
+        self.skipped = []
+        self._callees = {}
+        self._call_lines: set[int] = set()
+        self._pragmas = {}
+        if "scanrewrite" not in node.code:
+            return  # no pragmas; rendering is much cheaper than a pass over every comment
+        collector = _CommentCollector()
+        node.visit(collector)
+        for comment, top_level in collector.comments:
+            line = self.get_metadata(PositionProvider, comment).start.line
+            pragma = _Pragma.parse(comment.value, top_level=top_level)
+            if pragma is None:
+                continue
+            if pragma.skip_file:
+                self._skip(line, "skip-file pragma")
+                raise SkipFile(f"line {line}: scanrewrite: skip-file pragma")
+            self._pragmas[line] = self._pragmas[line].merge(pragma) if line in self._pragmas else pragma
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        for line, pragma in self._pragmas.items():
+            if pragma.error is not None and line not in self._call_lines:
+                self._skip(line, f"{pragma.error} (ignored)")
+        self.skipped.sort(key=lambda skipped: skipped.line)
+        return updated_node
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    # -- references that are not calls --------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        resolved = self._resolve(node.func)
+        if resolved is not None:
+            self._callees[node.func] = resolved
+            self._call_lines.add(self._line(node))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check_reference(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._check_reference(node)
+
+    def _check_reference(self, node: cst.Name | cst.Attribute) -> None:
+        if node in self._callees:
+            return
+        resolved = self._resolve(node)
+        if isinstance(resolved, Target):
+            self._skip(self._line(node), f"reference to {resolved.qualified_name} that is not a call")
+
+    def _resolve(self, node: cst.BaseExpression) -> Target | str | None:
+        """The target `node` names; a reason string when it may also name something else."""
+        names = {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        for target in TARGETS:
+            if target.qualified_name in names:
+                if len(names) > 1:
+                    return f"callee may be something other than {target.qualified_name}"
+                return target
+        return None
+
+    # -- calls --------------------------------------------------------------------------
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        resolved = self._callees.get(original_node.func)
+        if resolved is None:
+            return updated_node
+        line = self._line(original_node)
+        if isinstance(resolved, str):
+            return self._skip(line, resolved, updated_node)
+        pragma = self._pragmas.get(line, _Pragma())
+        if pragma.error is not None:
+            return self._skip(line, pragma.error, updated_node)
+        if pragma.skip:
+            return self._skip(line, "skip pragma", updated_node)
+
+        shape = _ArgShape.of(original_node.args, resolved)
+        new_args: list[cst.Arg] = []
+        if not shape.passes("unroll"):
+            if shape.star_may_reach("unroll"):
+                return self._skip(line, "unroll may come from *args", updated_node)
+            if shape.double_star:
+                return self._skip(line, "unroll may come from **kwargs", updated_node)
+            new_args.append(_keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
+        if (
+            self.checkpoint is not None
+            and "checkpoint" in resolved.keyword_only
+            and not shape.passes("checkpoint")
+        ):
+            if not self._jax_usable(original_node):
+                return self._skip(
+                    line, "checkpoint policy needs `jax`, which is bound to something else here", updated_node
+                )
+            new_args.append(_keyword_arg("checkpoint", self._checkpoint_value()))
+
+        RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
+        AddImportsVisitor.add_needed_import(self.context, resolved.replacement.rpartition(".")[0])
+        self.rewritten.append(Rewritten(line, resolved.qualified_name))
+        func = cst.parse_expression(resolved.replacement).with_changes(
+            lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
+        )
+        return updated_node.with_changes(func=func, args=_append_args(updated_node, new_args))
+
+    def _checkpoint_value(self) -> cst.BaseExpression:
+        if self.checkpoint == "none":
+            return cst.Name("False")
+        return cst.parse_expression(f"jax.checkpoint_policies.{self.checkpoint}")
+
+    def _jax_usable(self, node: cst.CSTNode) -> bool:
+        """Whether `jax` at `node` is the jax module or unbound (then `import jax` is added)."""
+        scope = self.get_metadata(ScopeProvider, node)
+        assignments = scope["jax"]
+        if not assignments:
+            AddImportsVisitor.add_needed_import(self.context, "jax")
+            return True
+        return all(_binds_jax_module(assignment) for assignment in assignments)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def _skip(self, line: int, reason: str, node: cst.Call | None = None) -> cst.Call | None:
+        self.skipped.append(Skipped(line, reason))
+        self.warn(f"line {line}: {reason}")
+        return node
+
+
+class _AddImportsOnly(AddImportsVisitor):
+    """`AddImportsVisitor` that adds the import lines and no blank line after them."""
+
+    def _insert_empty_line(self, statements):  # type: ignore[no-untyped-def]
+        return statements
+
+
+class _RemoveImportsKeepingLines(RemoveImportsVisitor):
+    """`RemoveImportsVisitor` that moves a removed line's leading blank lines and comments
+    onto the statement after it (or the end of its block), so they stay where they were."""
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+        self._pending: list[cst.EmptyLine] = []
+        self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._pending and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self._receivers[node] = self._pending
+            self._pending = []
+        return super().on_visit(node)
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        updated = super().on_leave(original_node, updated_node)
+        lines = self._receivers.pop(original_node, None)
+        if lines is not None:
+            updated = updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+        if (
+            isinstance(original_node, cst.SimpleStatementLine)
+            and isinstance(updated, cst.SimpleStatementLine)
+            and not updated.body
+        ):
+            self._pending.extend(original_node.leading_lines)
+        elif self._pending and isinstance(updated, (cst.IndentedBlock, cst.Module)):
+            updated = updated.with_changes(footer=[*self._pending, *updated.footer])
+            self._pending = []
+        return updated
+
+
+# -- arguments ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ArgShape:
+    """What a call's arguments say about which parameters they bind."""
+
+    target: Target
+    positional: int  # plain positional arguments before the first `*args`
+    star: bool
+    double_star: bool
+    keywords: frozenset[str]
+
+    @classmethod
+    def of(cls, args: tuple[cst.Arg, ...] | list[cst.Arg], target: Target) -> _ArgShape:
+        positional = 0
+        star = double_star = False
+        keywords = set()
+        for arg in args:
+            if arg.star == "*":
+                star = True
+            elif arg.star == "**":
+                double_star = True
+            elif arg.keyword is not None:
+                keywords.add(arg.keyword.value)
+            elif not star:
+                positional += 1
+        return cls(target, positional, star, double_star, frozenset(keywords))
+
+    def passes(self, name: str) -> bool:
+        """Whether the call certainly passes parameter `name`."""
+        if name in self.keywords:
+            return True
+        params = self.target.params
+        return name in params and params.index(name) < self.positional
+
+    def star_may_reach(self, name: str) -> bool:
+        """Whether a `*args` could fill parameter `name` positionally."""
+        return self.star and name in self.target.params
+
+
+def _keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+
+
+def _append_args(call: cst.Call, new: list[cst.Arg]) -> tuple[cst.Arg, ...]:
+    """`call`'s arguments with `new` appended in the call's own layout.
+
+    One argument per line (the space after the previous comma is a line break): each
+    new argument goes on its own line at the same indentation. Otherwise they follow
+    the last argument on its line. A trailing comma stays trailing; comments stay on
+    the lines they were on.
+    """
+    args = tuple(call.args)
+    if not new:
+        return args
+    if not args:
+        return tuple(_with_comma(arg, cst.SimpleWhitespace(" ")) for arg in new[:-1]) + (new[-1],)
+    last = args[-1]
+    if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+        separator = args[-2].comma.whitespace_after
+    elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        separator = call.whitespace_before_args
+    else:
+        separator = cst.SimpleWhitespace(" ")
+    trailing_comma = last.comma if isinstance(last.comma, cst.Comma) else None
+    tail = trailing_comma.whitespace_after if trailing_comma is not None else last.whitespace_after_arg
+    comma_before = (
+        trailing_comma.whitespace_before if trailing_comma is not None else cst.SimpleWhitespace("")
+    )
+
+    if isinstance(separator, cst.ParenthesizedWhitespace):
+        between = _line_break(separator)
+        if isinstance(tail, cst.ParenthesizedWhitespace):
+            # Whatever followed the last argument on its line (a comment, blank lines)
+            # stays after it; the closing bracket keeps its own indentation.
+            after_last = tail.with_changes(indent=separator.indent, last_line=separator.last_line)
+            closing: cst.BaseParenthesizableWhitespace = _line_break(tail)
+        else:
+            after_last, closing = between, tail
+    else:
+        between = after_last = separator
+        closing = tail
+
+    result = list(args[:-1])
+    result.append(
+        last.with_changes(
+            comma=cst.Comma(whitespace_before=comma_before, whitespace_after=after_last),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+    )
+    result.extend(_with_comma(arg, between) for arg in new[:-1])
+    if trailing_comma is not None:
+        result.append(
+            new[-1].with_changes(
+                comma=cst.Comma(whitespace_after=closing),
+                whitespace_after_arg=last.whitespace_after_arg,
+            )
+        )
+    else:
+        result.append(new[-1].with_changes(whitespace_after_arg=closing))
+    return tuple(result)
+
+
+def _line_break(like: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespace:
+    """A bare line break to the indentation of `like` (without its comment or blank lines)."""
+    return cst.ParenthesizedWhitespace(indent=like.indent, last_line=like.last_line)
+
+
+def _with_comma(arg: cst.Arg, whitespace_after: cst.BaseParenthesizableWhitespace) -> cst.Arg:
+    return arg.with_changes(comma=cst.Comma(whitespace_after=whitespace_after))
+
+
+def _binds_jax_module(assignment: object) -> bool:
+    """Whether a scope assignment of the name `jax` is `import jax` / `import jax.sub`."""
+    node = getattr(assignment, "node", None)
+    if not isinstance(node, cst.Import):
+        return False
+    for alias in node.names:
+        name, asname = alias.evaluated_name, alias.evaluated_alias
+        if asname is None and name.split(".")[0] == "jax":
+            return True
+        if asname == "jax" and name == "jax":
+            return True
+    return False
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+# -- pragmas --------------------------------------------------------------------------
+
+_PRAGMA = re.compile(r"#\s*scanrewrite\s*:\s*(?P<directive>[^#]*)")
+_UNROLL = re.compile(r"unroll\s*=\s*(?P<value>\S*)")
+
+
+@dataclass(frozen=True)
+class _Pragma:
+    """The `# scanrewrite: ...` directives on one line."""
+
+    skip: bool = False
+    skip_file: bool = False
+    unroll: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, comment: str, *, top_level: bool) -> _Pragma | None:
+        """The directives in one comment; None when it has none."""
+        pragma = None
+        for match in _PRAGMA.finditer(comment):
+            directive = match.group("directive").strip()
+            pragma = (pragma or cls()).merge(cls._one(directive, top_level=top_level))
+        return pragma
+
+    @classmethod
+    def _one(cls, directive: str, *, top_level: bool) -> _Pragma:
+        if directive == "skip":
+            return cls(skip=True)
+        if directive == "skip-file":
+            if top_level:
+                return cls(skip_file=True)
+            return cls(error="skip-file pragma is not at top level")
+        unroll = _UNROLL.fullmatch(directive)
+        if unroll is not None:
+            value = unroll.group("value")
+            if value.isdigit() and value.isascii() and int(value) >= 1:
+                return cls(unroll=int(value))
+        return cls(error=f"malformed pragma {directive!r}")
+
+    def merge(self, other: _Pragma) -> _Pragma:
+        return _Pragma(
+            skip=self.skip or other.skip,
+            skip_file=self.skip_file or other.skip_file,
+            unroll=other.unroll if other.unroll is not None else self.unroll,
+            error=self.error or other.error,
+        )
+
+
+class _CommentCollector(cst.CSTVisitor):
+    """Every comment in a module, and whether it sits outside all indented blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.comments: list[tuple[cst.Comment, bool]] = []
+        self._depth = 0
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._depth += 1
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._depth -= 1
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.comments.append((node, self._depth == 0))
+
+
+# -- bytes ----------------------------------------------------------------------------
+
+_BLANK_TAIL = re.compile(rb"^(?:[ \t\f]*\r?\n)*[ \t\f]*\Z", re.MULTILINE)
+_PARSER_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A module parsed so that rendering it reproduces the input bytes exactly.
+
+    libcst round-trips nearly every file; two layouts it does not, handled here:
+    files whose only line break is a bare CR (parsed with LF, turned back on render),
+    and files that end in blank lines after a whitespace-only line (the blank tail is
+    cut off before parsing and put back on render). Anything else that would not
+    round-trip is a `SourceError` rather than a silent change.
+    """
+
+    module: cst.Module
+    tail: bytes
+    bare_cr: bool
+
+    @classmethod
+    def from_bytes(cls, source: bytes) -> _Parsed:
+        bare_cr = b"\r" in source and b"\n" not in source
+        text = source.replace(b"\r", b"\n") if bare_cr else source
+        module = _parse(text)
+        if module.bytes == text:
+            return cls(module, b"", bare_cr)
+        tail = _BLANK_TAIL.search(text)
+        if tail is not None and tail.start() > 0:
+            head = text[: tail.start()]
+            module = _parse(head)
+            if module.bytes == head:
+                return cls(module, text[tail.start() :], bare_cr)
+        raise SourceError(None, "cannot reproduce this file byte for byte (libcst round-trip)")
+
+    def render(self, module: cst.Module) -> bytes:
+        code = module.bytes + self.tail
+        return code.replace(b"\n", b"\r") if self.bare_cr else code
+
+
+def _parse(source: bytes) -> cst.Module:
+    """`source` parsed with the newline of its first line as the default for new lines."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        message = _PARSER_PREFIX.sub("", error.message.splitlines()[0] if error.message else "")
+        raise SourceError(error.raw_line, f"cannot parse: {message or 'invalid syntax'}") from None
+    except UnicodeDecodeError as error:
+        line = source[: error.start].count(b"\n") + 1
+        byte = error.object[error.start : error.start + 1].hex()
+        raise SourceError(line, f"cannot decode as {error.encoding}: byte 0x{byte}") from None
+    except SyntaxError as error:
+        cookie = _COOKIE.search(source, 0, _end_of_second_line(source))
+        line = source[: cookie.start()].count(b"\n") + 1 if cookie is not None else None
+        raise SourceError(line, f"cannot decode: {error.msg}") from None
+    newline = _first_newline(source)
+    if module.default_newline != newline:
+        # libcst takes the first CR or LF anywhere (even inside a string) as the file's
+        # newline; new lines (the added import) must use the first line's instead.
+        module = module.visit(_ExplicitNewlines(module.default_newline)).with_changes(
+            default_newline=newline
+        )
+    return module
+
+
+def _first_newline(source: bytes) -> str:
+    end = source.find(b"\n")
+    if end == -1:
+        return "\r" if b"\r" in source else "\n"
+    return "\r\n" if source[end - 1 : end] == b"\r" else "\n"
+
+
+def _end_of_second_line(source: bytes) -> int:
+    first = source.find(b"\n")
+    second = source.find(b"\n", first + 1) if first != -1 else -1
+    return len(source) if second == -1 else second
+
+
+class _ExplicitNewlines(cst.CSTTransformer):
+    """Spell out newlines that were implicit (the module default) before changing it."""
+
+    def __init__(self, newline: str) -> None:
+        super().__init__()
+        self._newline = newline
+
+    def leave_Newline(self, original_node: cst.Newline, updated_node: cst.Newline) -> cst.Newline:
+        if updated_node.value is None:
+            return updated_node.with_changes(value=self._newline)
+        return updated_node
