@@ -203,6 +203,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         for line, pragma in self._pragmas.items():
             if pragma.error is not None and line not in self._call_lines:
                 self._skip(line, f"{pragma.error} (ignored)")
+        self.rewritten.sort(key=lambda rewritten: rewritten.line)
         self.skipped.sort(key=lambda skipped: skipped.line)
         return updated_node
 
@@ -218,7 +219,8 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         resolved = self._resolve(node.func)
         if resolved is not None:
             self._callees[node.func] = resolved
-            self._call_lines.add(self._line(node))
+            position = self.get_metadata(PositionProvider, node)
+            self._call_lines.update((position.start.line, position.end.line))
 
     def visit_Name(self, node: cst.Name) -> None:
         self._check_reference(node)
@@ -249,10 +251,16 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         resolved = self._callees.get(original_node.func)
         if resolved is None:
             return updated_node
-        line = self._line(original_node)
+        position = self.get_metadata(PositionProvider, original_node)
+        line = position.start.line
         if isinstance(resolved, str):
             return self._skip(line, resolved, updated_node)
+        # A pragma counts on the call's first line or its last (closing-bracket) line,
+        # never on a line in between: those belong to its arguments, and a pragma for a
+        # nested call there must not leak out to this one.
         pragma = self._pragmas.get(line, _Pragma())
+        if position.end.line != line:
+            pragma = pragma.merge(self._pragmas.get(position.end.line, _Pragma()))
         if pragma.error is not None:
             return self._skip(line, pragma.error, updated_node)
         if pragma.skip:
@@ -271,7 +279,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             and "checkpoint" in resolved.keyword_only
             and not shape.passes("checkpoint")
         ):
-            if not self._jax_usable(original_node):
+            if self.checkpoint != "none" and not self._jax_usable(original_node):
                 return self._skip(
                     line, "checkpoint policy needs `jax`, which is bound to something else here", updated_node
                 )
@@ -562,7 +570,7 @@ class _CommentCollector(cst.CSTVisitor):
 
 _BLANK_TAIL = re.compile(rb"^(?:[ \t\f]*\r?\n)*[ \t\f]*\Z", re.MULTILINE)
 _PARSER_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
-_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
+_COOKIE = re.compile(rb"^(?:\xef\xbb\xbf)?[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 
 @dataclass(frozen=True)
