@@ -1,0 +1,152 @@
+"""The work on one file, and running it over many files in a process pool.
+
+Reading, the decoding check and the cheap `scan` byte check happen in the calling
+process; only the files that may hold a scan call go to the pool to be parsed. Each
+file ends as a `FileResult`, errors included, so one bad file never stops the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+
+import libcst
+
+from scanrewrite.codemod import RewriteResult, SourceError, rewrite
+from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
+from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.output import unified_diff
+from scanrewrite.report import Changed, FileResult
+
+#: Every call the rewrite knows has `scan` in its name or in the import that aliases it,
+#: so a file without these bytes cannot change and is not parsed.
+NEEDLE = b"scan"
+
+
+def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
+    """`scanrewrite.codemod.rewrite` of `source`, refusing a changed result that does not parse.
+
+    Raises `SourceError` for source that cannot be parsed and for such a result.
+    """
+    result = rewrite(source, unroll=mode.unroll, checkpoint=mode.checkpoint)
+    if result.changed:
+        try:
+            libcst.parse_module(result.code)
+        except libcst.ParserSyntaxError as exc:
+            raise SourceError(
+                exc.raw_line, f"the rewritten code does not parse ({exc.message}); please report this"
+            ) from None
+    return result
+
+
+def screen(original: bytes, display: str) -> FileResult | None:
+    """The result of a file that needs no parsing: one that does not decode, or holds no
+    `scan`. None for a file that must be parsed."""
+    try:
+        check_decodable(original)
+    except FileError as exc:
+        return FileResult(display, error=(exc.line, exc.message))
+    return None if NEEDLE in original else FileResult(display)
+
+
+def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBack) -> tuple[FileResult, bytes]:
+    """Rewrite `original`, which passed `screen`, without writing anything.
+
+    Returns the result, with its diff when `write_back` shows one, and the new code
+    (`original` itself when nothing changes or it fails).
+    """
+    try:
+        result = rewrite_checked(original, mode)
+    except SourceError as exc:
+        return FileResult(display, error=(exc.line, exc.message)), original
+    except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
+        return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
+    diff = unified_diff(original, result.code, display) if result.changed and write_back.shows_diff else None
+    return (
+        FileResult(
+            display,
+            Changed.YES if result.changed else Changed.NO,
+            tuple(call.line for call in result.rewritten),
+            tuple((call.line, call.reason) for call in result.skipped),
+            diff,
+        ),
+        result.code,
+    )
+
+
+@dataclass(frozen=True)
+class Task:
+    """A file that may need rewriting, with the bytes read from it."""
+
+    source: Source
+    original: bytes
+
+
+def process_file(task: Task, mode: Mode, write_back: WriteBack) -> FileResult:
+    """Rewrite one file and, if `write_back` writes and it changed, replace it on disk."""
+    result, code = rewrite_bytes(task.original, task.source.display, mode, write_back)
+    if result.changed is Changed.YES and write_back.writes:
+        try:
+            write_atomic(task.source.path, code, task.original)
+        except FileError as exc:
+            return FileResult(result.display, error=(exc.line, exc.message))
+    return result
+
+
+def _read(source: Source) -> FileResult | Task:
+    """The file's bytes as a task, or its result if it cannot change or cannot be read."""
+    try:
+        original = read_source(source.path)
+    except FileError as exc:
+        return FileResult(source.display, error=(exc.line, exc.message))
+    return screen(original, source.display) or Task(source, original)
+
+
+def process_many(
+    sources: Sequence[Source],
+    mode: Mode,
+    write_back: WriteBack,
+    jobs: int,
+    on_result: Callable[[FileResult], None],
+) -> None:
+    """Process `sources`, calling `on_result` for each, in the order of `sources`.
+
+    With `jobs` > 1 and more than one file to parse, the parsing runs in a pool of up to
+    `jobs` processes; otherwise here.
+    """
+    items = [_read(source) for source in sources]
+    tasks = [item for item in items if isinstance(item, Task)]
+    executor = _pool(min(jobs, len(tasks))) if jobs > 1 and len(tasks) > 1 else None
+    if executor is None:
+        for item in items:
+            on_result(process_file(item, mode, write_back) if isinstance(item, Task) else item)
+        return
+    with executor:
+        futures = {id(task): executor.submit(process_file, task, mode, write_back) for task in tasks}
+        for item in items:
+            on_result(_outcome(item, futures[id(item)]) if isinstance(item, Task) else item)
+
+
+def _outcome(task: Task, future: Future[FileResult]) -> FileResult:
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - e.g. a worker killed by the system
+        return FileResult(task.source.display, error=(None, f"worker failed: {type(exc).__name__}: {exc}"))
+
+
+def _pool(workers: int) -> ProcessPoolExecutor | None:
+    try:
+        return ProcessPoolExecutor(max_workers=workers)
+    except (OSError, NotImplementedError):
+        # No working multiprocessing (e.g. no shared memory for its locks): run here.
+        return None
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (the default for `--jobs`)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

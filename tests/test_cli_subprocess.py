@@ -1,0 +1,144 @@
+"""The command as users run it: real processes, the process pool, a terminal, no jax."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import BROKEN, PLAIN, SCAN, TWO_SCANS, rewritten, write
+
+SCRIPT = Path(sys.executable).parent / "scanrewrite"
+
+
+def run(cwd: Path, *args: str, input: bytes | None = None, command: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
+    env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    return subprocess.run(
+        [*(command or (sys.executable, "-m", "scanrewrite")), *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A project of several files, so that `-j2` parses them in a process pool."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, {"pkg/a.py": SCAN, "pkg/b.py": TWO_SCANS, "pkg/c.py": PLAIN, "pkg/d.py": SCAN.replace("3", "9")})
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "written", "diff"),
+    [
+        pytest.param([], 0, True, False, id="in place"),
+        pytest.param(["--check"], 1, False, False, id="check"),
+        pytest.param(["--diff"], 0, False, True, id="diff"),
+        pytest.param(["--check", "--diff"], 1, False, True, id="check diff"),
+    ],
+)
+def test_modes_in_a_process_pool(tree: Path, args: list[str], code: int, written: bool, diff: bool) -> None:
+    before = {path: path.read_bytes() for path in sorted(tree.glob("pkg/*.py"))}
+    result = run(tree, "-j2", *args, "pkg")
+    assert result.returncode == code, result.stderr
+    for path, content in before.items():
+        assert path.read_bytes() == (rewritten(content) if written else content)
+    stderr = result.stderr.decode().splitlines()
+    verb = "rewritten" if written else "would rewrite"
+    assert stderr[:3] == [f"{verb} pkg/a.py", f"{verb} pkg/b.py", f"{verb} pkg/d.py"]
+    assert stderr[3].endswith(" (4 scan calls), 1 left unchanged")
+    assert bool(result.stdout) == diff
+    assert result.stdout.count(b"\n--- a/pkg/") + result.stdout.startswith(b"--- a/pkg/") == (3 if diff else 0)
+
+
+def test_errors_do_not_stop_the_pool(tree: Path) -> None:
+    write(tree, {"pkg/bad.py": BROKEN, "pkg/latin.py": b"# caf\xe9\n" + SCAN.encode()})
+    result = run(tree, "-j2", "pkg")
+    assert result.returncode == 2
+    stderr = result.stderr.decode()
+    assert re.search(r"^error: pkg/bad\.py:\d+: cannot parse: ", stderr, re.M)
+    assert "error: pkg/latin.py:1: cannot decode as utf-8 (no coding cookie): " in stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == "3 files rewritten (4 scan calls), 1 left unchanged, 2 files failed"
+    assert (tree / "pkg/bad.py").read_text() == BROKEN
+    assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
+
+
+def test_console_script_and_bad_option(tree: Path) -> None:
+    assert SCRIPT.exists(), "install the package: pip install -e ."
+    result = run(tree, "--check", "pkg/a.py", command=(str(SCRIPT),))
+    assert (result.returncode, result.stderr.decode().splitlines()[0]) == (1, "would rewrite pkg/a.py")
+    result = run(tree, "--unroll", "0", "pkg", command=(str(SCRIPT),))
+    assert result.returncode == 2
+    assert b"Invalid value for '--unroll'" in result.stderr
+    assert (tree / "pkg/a.py").read_text() == SCAN
+
+
+def test_stdin(tree: Path) -> None:
+    result = run(tree, "-", input=SCAN.replace("\n", "\r\n").encode())
+    assert (result.returncode, result.stdout) == (0, rewritten(SCAN.replace("\n", "\r\n")))
+    result = run(tree, "--check", "-", input=SCAN.encode())
+    assert (result.returncode, result.stdout) == (1, b"")
+
+
+def test_jax_is_never_imported(tree: Path) -> None:
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['scanrewrite', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('scanrewrite', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    code = exit.code\n"
+        "loaded = sorted(name for name in sys.modules if name == 'jax' or name.startswith(('jax.', 'jaxlib')))\n"
+        "print(code, 'scanrewrite.codemod' in sys.modules, loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "-j1", "pkg"], cwd=tree, capture_output=True, text=True, timeout=120
+    )
+    assert result.stdout == "0 True []\n", result.stderr
+    assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
+    importtime = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "scanrewrite", "--help"], capture_output=True, text=True, timeout=120
+    )
+    imported = {line.split("|")[-1].strip() for line in importtime.stderr.splitlines() if "|" in line}
+    assert "scanrewrite.cli" in imported
+    assert not {name for name in imported if name == "jax" or name.startswith("jax.")}
+    # --help does not even load the rewrite (libcst): the command starts at once.
+    assert "libcst" not in imported
+
+
+@pytest.mark.parametrize(("no_color", "colored"), [(None, True), ("1", False)])
+def test_colour_on_a_terminal_unless_no_color(tree: Path, no_color: str | None, colored: bool) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    if no_color:
+        env["NO_COLOR"] = no_color
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "scanrewrite", "--diff", "pkg/a.py"],
+        cwd=tree,
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as process:
+        os.close(follower)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closes when the process ends
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert process.wait(timeout=120) == 0
+    os.close(leader)
+    assert b"unroll=4" in output
+    assert (b"\x1b[32m+" in output) == colored
