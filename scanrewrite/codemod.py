@@ -285,6 +285,8 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
                 )
             new_args.append(_keyword_arg("checkpoint", self._checkpoint_value()))
 
+        if not self._module_name_usable(original_node, "scanrewrite"):
+            return self._skip(line, "the name `scanrewrite` is bound to something else here", updated_node)
         RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
         AddImportsVisitor.add_needed_import(self.context, resolved.replacement.rpartition(".")[0])
         self.rewritten.append(Rewritten(line, resolved.qualified_name))
@@ -300,12 +302,17 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
 
     def _jax_usable(self, node: cst.CSTNode) -> bool:
         """Whether `jax` at `node` is the jax module or unbound (then `import jax` is added)."""
-        scope = self.get_metadata(ScopeProvider, node)
-        assignments = scope["jax"]
-        if not assignments:
+        if not self._module_name_usable(node, "jax"):
+            return False
+        if not self.get_metadata(ScopeProvider, node)["jax"]:
             AddImportsVisitor.add_needed_import(self.context, "jax")
-            return True
-        return all(_binds_jax_module(assignment) for assignment in assignments)
+        return True
+
+    def _module_name_usable(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether the name `name` at `node` is unbound or bound only by `import name[.sub]`,
+        so that a module-level `import name...` makes it mean that package."""
+        assignments = self.get_metadata(ScopeProvider, node)[name]
+        return all(_binds_package(assignment, name) for assignment in assignments)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -476,16 +483,16 @@ def _with_comma(arg: cst.Arg, whitespace_after: cst.BaseParenthesizableWhitespac
     return arg.with_changes(comma=cst.Comma(whitespace_after=whitespace_after))
 
 
-def _binds_jax_module(assignment: object) -> bool:
-    """Whether a scope assignment of the name `jax` is `import jax` / `import jax.sub`."""
+def _binds_package(assignment: object, package: str) -> bool:
+    """Whether a scope assignment of the name `package` is `import package[.sub]`."""
     node = getattr(assignment, "node", None)
     if not isinstance(node, cst.Import):
         return False
     for alias in node.names:
         name, asname = alias.evaluated_name, alias.evaluated_alias
-        if asname is None and name.split(".")[0] == "jax":
+        if asname is None and name.split(".")[0] == package:
             return True
-        if asname == "jax" and name == "jax":
+        if asname == package and name == package:
             return True
     return False
 

@@ -1,6 +1,8 @@
 """Before/after and no-op cases for the rewrite: spellings, shadowing, layout, imports."""
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -773,3 +775,10 @@ def test_report_lines_and_apis():
         (5, "equinox.internal.scan"),
     ]
     assert result.skipped == ()
+
+
+def test_readme_example_is_what_the_rewrite_does():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## What the rewrite does") :]
+    before, after = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    assert rewrite(before.encode()).code.decode() == after

@@ -100,6 +100,16 @@ SKIPS = [
     pytest.param(
         """\
         from jax import lax
+        def g(scanrewrite):
+            return lax.scan(f, c, xs)
+        """,
+        3,
+        "the name `scanrewrite` is bound to something else here",
+        id="scanrewrite name shadowed",
+    ),
+    pytest.param(
+        """\
+        from jax import lax
         y = lax.scan(f, c, xs)  # scanrewrite: skip
         """,
         2,

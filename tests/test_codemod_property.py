@@ -1,0 +1,72 @@
+"""Property: however a call is laid out, the rewrite only inserts, and what it inserts is
+the `unroll` argument with a comma and layout; the result is the same call to the runtime."""
+
+import ast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scanrewrite.codemod import rewrite
+
+# Comment text avoids the letters and digits of "unroll=4", so that checking "the input
+# is a subsequence of the output" cannot pair an input character with an inserted one.
+AFTER_OPEN = st.sampled_from(["", " ", "\n    ", "  # zz\n    ", "\n\n        "])
+SEPARATOR = st.sampled_from([", ", ",", " , ", ",\n    ", ",  # zz\n    ", ",\n\n    ", ", \\\n    "])
+BEFORE_CLOSE = st.sampled_from(["", " ", "\n", "\n    ", "  # zz\n", "\n    # zz\n"])
+ARGUMENTS = st.sampled_from(
+    [
+        ["f", "c"],
+        ["f", "c", "xs"],
+        ["f", "c", "xs", "length=k"],
+        ["f", "c", "xs", "None", "True"],
+        ["f", "c", "xs=xs", "reverse=True"],
+    ]
+)
+
+
+@st.composite
+def calls(draw):
+    args = draw(ARGUMENTS)
+    text = "lax.scan(" + draw(AFTER_OPEN) + args[0]
+    for arg in args[1:]:
+        text += draw(SEPARATOR) + arg
+    if draw(st.booleans()):
+        text += ","
+    text += draw(BEFORE_CLOSE) + ")"
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    return args, text.replace("\n", newline), newline
+
+
+def _is_subsequence(small, big):
+    """The characters of `big` left over when `small` is matched into it in order, or None."""
+    left_over = []
+    position = 0
+    for char in big:
+        if position < len(small) and small[position] == char:
+            position += 1
+        else:
+            left_over.append(char)
+    return "".join(left_over) if position == len(small) else None
+
+
+@settings(max_examples=20, deadline=None)
+@given(calls())
+def test_rewrite_only_inserts_the_unroll_argument(call):
+    args, text, newline = call
+    source = f"from jax import lax{newline}y = {text}{newline}"
+    result = rewrite(source.encode())
+
+    prefix = f"import scanrewrite.runtime{newline}y = "
+    code = result.code.decode()
+    assert code.startswith(prefix)
+    new_call = code[len(prefix) : -len(newline)]
+    inserted = _is_subsequence(text.replace("lax.scan", "scanrewrite.runtime.scan", 1), new_call)
+    assert inserted is not None, "something of the original call was removed or moved"
+    # Layout copied from the call itself: spaces, line breaks, a backslash continuation.
+    assert "".join(inserted.split()).replace(",", "").replace("\\", "") == "unroll=4"
+    assert inserted.count(",") == 1
+
+    call_node = ast.parse(code).body[1].value
+    expected = ast.parse(f"scanrewrite.runtime.scan({', '.join(args)}, unroll=4)").body[0].value
+    assert ast.dump(call_node) == ast.dump(expected)
+    assert rewrite(result.code).code == result.code
