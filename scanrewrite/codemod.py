@@ -233,7 +233,12 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             return
         resolved = self._resolve(node)
         if isinstance(resolved, Target):
-            self._skip(self._line(node), f"reference to {resolved.qualified_name} that is not a call")
+            line = self._line(node)
+            self._call_lines.add(line)
+            if self._pragmas.get(line, _Pragma()).skip:
+                self._skip(line, "skip pragma")
+            else:
+                self._skip(line, f"reference to {resolved.qualified_name} that is not a call")
 
     def _resolve(self, node: cst.BaseExpression) -> Target | str | None:
         """The target `node` names; a reason string when it may also name something else."""

@@ -67,6 +67,15 @@ SKIPS = [
     ),
     pytest.param(
         """\
+        from jax import lax
+        scan_fn = lax.scan  # scanrewrite: skip
+        """,
+        2,
+        "skip pragma",
+        id="skip pragma silences a reference",
+    ),
+    pytest.param(
+        """\
         import functools
         import jax
         step = functools.partial(jax.lax.scan, f)
