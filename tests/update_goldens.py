@@ -1,0 +1,62 @@
+"""Regenerate the golden files: `tests/golden/<fixture>.py` is `rewrite(fixtures/<fixture>.py)`.
+
+Run from anywhere, after changing the codemod or a fixture on purpose:
+
+    python tests/update_goldens.py            # every fixture
+    python tests/update_goldens.py nested_scans ode_reverse_rollout
+
+Then read `git diff tests/golden` line by line before committing: a golden is the output a
+user would commit, so it must be right, not merely what the codemod happens to produce today.
+Goldens whose fixture no longer exists are deleted.
+"""
+
+import sys
+from pathlib import Path
+
+from scanrewrite.codemod import rewrite
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE_DIR = REPO / "fixtures"
+GOLDEN_DIR = REPO / "tests" / "golden"
+#: The options the goldens are made with: the command line's defaults.
+GOLDEN_OPTIONS = {"unroll": 4}
+
+
+def fixture_names() -> list[str]:
+    """The fixtures, by file stem, in a stable order."""
+    return sorted(path.stem for path in FIXTURE_DIR.glob("*.py"))
+
+
+def render(name: str) -> bytes:
+    """The rewritten source of fixture `name`, as its golden file should hold it."""
+    return rewrite((FIXTURE_DIR / f"{name}.py").read_bytes(), **GOLDEN_OPTIONS).code
+
+
+def main(argv: list[str]) -> int:
+    known = fixture_names()
+    unknown = sorted(set(argv) - set(known))
+    if unknown:
+        print(f"error: no such fixture: {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
+    GOLDEN_DIR.mkdir(exist_ok=True)
+    written = 0
+    for name in argv or known:
+        golden = GOLDEN_DIR / f"{name}.py"
+        code = render(name)
+        if not golden.exists() or golden.read_bytes() != code:
+            golden.write_bytes(code)
+            written += 1
+            print(f"wrote {golden.relative_to(REPO)}")
+    removed = 0
+    if not argv:
+        for stale in sorted(set(p.stem for p in GOLDEN_DIR.glob("*.py")) - set(known)):
+            stale_path = GOLDEN_DIR / f"{stale}.py"
+            stale_path.unlink()
+            removed += 1
+            print(f"removed {stale_path.relative_to(REPO)} (no such fixture)")
+    print(f"{written} golden(s) written, {removed} removed, {len(argv or known) - written} unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
