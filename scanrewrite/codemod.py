@@ -183,7 +183,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self.rewritten = []
         self.skipped = []
         self._callees = {}
-        self._call_lines: set[int] = set()
+        self._call_lines = set()
         self._pragmas = {}
         if "scanrewrite" not in node.code:
             return  # no pragmas; rendering is much cheaper than a pass over every comment
@@ -258,60 +258,59 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             return updated_node
         position = self.get_metadata(PositionProvider, original_node)
         line = position.start.line
-        if isinstance(resolved, str):
-            return self._skip(line, resolved, updated_node)
         # A pragma counts on the call's first line or its last (closing-bracket) line,
         # never on a line in between: those belong to its arguments, and a pragma for a
         # nested call there must not leak out to this one.
         pragma = self._pragmas.get(line, _Pragma())
         if position.end.line != line:
             pragma = pragma.merge(self._pragmas.get(position.end.line, _Pragma()))
-        if pragma.error is not None:
-            return self._skip(line, pragma.error, updated_node)
-        if pragma.skip:
-            return self._skip(line, "skip pragma", updated_node)
+        if isinstance(resolved, str):
+            self._skip(line, resolved)
+            return updated_node
+        plan = self._new_args(original_node, resolved, pragma)
+        if isinstance(plan, str):
+            self._skip(line, plan)
+            return updated_node
 
-        shape = _ArgShape.of(original_node.args, resolved)
-        new_args: list[cst.Arg] = []
-        if not shape.passes("unroll"):
-            if shape.star_may_reach("unroll"):
-                return self._skip(line, "unroll may come from *args", updated_node)
-            if shape.double_star:
-                return self._skip(line, "unroll may come from **kwargs", updated_node)
-            new_args.append(_keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
-        if (
-            self.checkpoint is not None
-            and "checkpoint" in resolved.keyword_only
-            and not shape.passes("checkpoint")
-        ):
-            if self.checkpoint != "none" and not self._jax_usable(original_node):
-                return self._skip(
-                    line, "checkpoint policy needs `jax`, which is bound to something else here", updated_node
-                )
-            new_args.append(_keyword_arg("checkpoint", self._checkpoint_value()))
-
-        if not self._module_name_usable(original_node, "scanrewrite"):
-            return self._skip(line, "the name `scanrewrite` is bound to something else here", updated_node)
         RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
         AddImportsVisitor.add_needed_import(self.context, resolved.replacement.rpartition(".")[0])
+        writes_policy = self.checkpoint not in (None, "none") and any(
+            arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
+        )
+        if writes_policy and not self.get_metadata(ScopeProvider, original_node)["jax"]:
+            AddImportsVisitor.add_needed_import(self.context, "jax")
         self.rewritten.append(Rewritten(line, resolved.qualified_name))
         func = cst.parse_expression(resolved.replacement).with_changes(
             lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
         )
-        return updated_node.with_changes(func=func, args=_append_args(updated_node, new_args))
+        return updated_node.with_changes(func=func, args=_append_args(updated_node, plan))
+
+    def _new_args(self, call: cst.Call, target: Target, pragma: _Pragma) -> list[cst.Arg] | str:
+        """The arguments to append to `call`, or the reason to leave it alone."""
+        if pragma.error is not None:
+            return pragma.error
+        if pragma.skip:
+            return "skip pragma"
+        if not self._module_name_usable(call, "scanrewrite"):
+            return "the name `scanrewrite` is bound to something else here"
+        shape = _ArgShape.of(call.args, target)
+        new_args: list[cst.Arg] = []
+        if not shape.passes("unroll"):
+            if shape.star_may_reach("unroll"):
+                return "unroll may come from *args"
+            if shape.double_star:
+                return "unroll may come from **kwargs"
+            new_args.append(_keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
+        if self.checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):
+            if self.checkpoint != "none" and not self._module_name_usable(call, "jax"):
+                return "checkpoint policy needs `jax`, which is bound to something else here"
+            new_args.append(_keyword_arg("checkpoint", self._checkpoint_value()))
+        return new_args
 
     def _checkpoint_value(self) -> cst.BaseExpression:
         if self.checkpoint == "none":
             return cst.Name("False")
         return cst.parse_expression(f"jax.checkpoint_policies.{self.checkpoint}")
-
-    def _jax_usable(self, node: cst.CSTNode) -> bool:
-        """Whether `jax` at `node` is the jax module or unbound (then `import jax` is added)."""
-        if not self._module_name_usable(node, "jax"):
-            return False
-        if not self.get_metadata(ScopeProvider, node)["jax"]:
-            AddImportsVisitor.add_needed_import(self.context, "jax")
-        return True
 
     def _module_name_usable(self, node: cst.CSTNode, name: str) -> bool:
         """Whether the name `name` at `node` is unbound or bound only by `import name[.sub]`,
@@ -324,16 +323,18 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
     def _line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(PositionProvider, node).start.line
 
-    def _skip(self, line: int, reason: str, node: cst.Call | None = None) -> cst.Call | None:
+    def _skip(self, line: int, reason: str) -> None:
         self.skipped.append(Skipped(line, reason))
         self.warn(f"line {line}: {reason}")
-        return node
+
+
+_Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
 
 class _AddImportsOnly(AddImportsVisitor):
     """`AddImportsVisitor` that adds the import lines and no blank line after them."""
 
-    def _insert_empty_line(self, statements):  # type: ignore[no-untyped-def]
+    def _insert_empty_line(self, statements: list[_Statement]) -> list[_Statement]:
         return statements
 
 
@@ -347,16 +348,21 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._pending and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        if self._pending and isinstance(node, _Statement):
             self._receivers[node] = self._pending
             self._pending = []
         return super().on_visit(node)
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         updated = super().on_leave(original_node, updated_node)
         lines = self._receivers.pop(original_node, None)
         if lines is not None:
-            updated = updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+            if isinstance(updated, _Statement):
+                updated = updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+            else:
+                self._pending = [*lines, *self._pending]
         if (
             isinstance(original_node, cst.SimpleStatementLine)
             and isinstance(updated, cst.SimpleStatementLine)

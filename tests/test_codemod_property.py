@@ -49,7 +49,7 @@ def _is_subsequence(small, big):
     return "".join(left_over) if position == len(small) else None
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(calls())
 def test_rewrite_only_inserts_the_unroll_argument(call):
     args, text, newline = call
