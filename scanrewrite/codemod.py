@@ -293,6 +293,8 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             return "skip pragma"
         if not self._module_name_usable(call, "scanrewrite"):
             return "the name `scanrewrite` is bound to something else here"
+        if any(isinstance(arg.value, cst.GeneratorExp) and not arg.value.lpar for arg in call.args):
+            return "a bare generator argument cannot be followed by unroll"
         shape = _ArgShape.of(call.args, target)
         new_args: list[cst.Arg] = []
         if not shape.passes("unroll"):

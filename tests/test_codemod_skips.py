@@ -59,6 +59,15 @@ SKIPS = [
     pytest.param(
         """\
         from jax import lax
+        y = lax.scan(step(x) for x in xs)
+        """,
+        2,
+        "a bare generator argument cannot be followed by unroll",
+        id="bare generator argument",
+    ),
+    pytest.param(
+        """\
+        from jax import lax
         scan_fn = lax.scan
         """,
         2,
