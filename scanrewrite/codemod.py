@@ -161,6 +161,8 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self._call_lines: set[int] = set()
         # Callee node (of the original tree) -> its target, or the reason it is ambiguous.
         self._callees: dict[cst.BaseExpression, Target | str] = {}
+        # Callees (of the original tree) that were replaced, for the import clean-up.
+        self._replaced: list[cst.BaseExpression] = []
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The rewrite, then the scheduled import additions and removals.
@@ -183,6 +185,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self.rewritten = []
         self.skipped = []
         self._callees = {}
+        self._replaced = []
         self._call_lines = set()
         self._pragmas = {}
         if "scanrewrite" not in node.code:
@@ -203,9 +206,34 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         for line, pragma in self._pragmas.items():
             if pragma.error is not None and line not in self._call_lines:
                 self._skip(line, f"{pragma.error} (ignored)")
+        self._schedule_import_removal()
         self.rewritten.sort(key=lambda rewritten: rewritten.line)
         self.skipped.sort(key=lambda skipped: skipped.line)
         return updated_node
+
+    def _schedule_import_removal(self) -> None:
+        """Hand `RemoveImportsVisitor` the imports that only replaced callees used.
+
+        It removes an import only if nothing uses it any more; asking it only about
+        imports with no other use in the original tree spares its whole-module pass in
+        the common case where the import is still needed.
+        """
+        replaced: set[cst.CSTNode] = set()
+        for callee in self._replaced:
+            callee.visit(_NodeCollector(replaced))
+        for callee in self._replaced:
+            root = callee
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if not isinstance(root, cst.Name):
+                continue
+            scope = self.get_metadata(ScopeProvider, root)
+            if any(
+                isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
+                and all(access.node in replaced for access in assignment.references)
+                for assignment in scope[root.value]
+            ):
+                RemoveImportsVisitor.remove_unused_import_by_node(self.context, callee)
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -272,7 +300,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             self._skip(line, plan)
             return updated_node
 
-        RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
+        self._replaced.append(original_node.func)
         AddImportsVisitor.add_needed_import(self.context, resolved.replacement.rpartition(".")[0])
         writes_policy = self.checkpoint not in (None, "none") and any(
             arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
@@ -566,6 +594,18 @@ class _Pragma:
             unroll=other.unroll if other.unroll is not None else self.unroll,
             error=self.error or other.error,
         )
+
+
+class _NodeCollector(cst.CSTVisitor):
+    """Adds every node of the visited tree to a set."""
+
+    def __init__(self, nodes: set[cst.CSTNode]) -> None:
+        super().__init__()
+        self._nodes = nodes
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._nodes.add(node)
+        return True
 
 
 class _CommentCollector(cst.CSTVisitor):

@@ -164,6 +164,17 @@ SPELLINGS = [
     ),
     pytest.param(
         """\
+        import jax as j
+        y = j.lax.scan(f, c, xs)
+        """,
+        """\
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        id="import jax as j",
+    ),
+    pytest.param(
+        """\
         import jax
         import jax.numpy as jnp
         y = jax.lax.scan(f, jnp.zeros(3), xs)
