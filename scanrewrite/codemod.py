@@ -328,7 +328,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         if not shape.passes("unroll"):
             if shape.star_may_reach("unroll"):
                 return "unroll may come from *args"
-            if shape.double_star:
+            if shape.double_star and "unroll" not in target.added:
                 return "unroll may come from **kwargs"
             new_args.append(_keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
         if self.checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):

@@ -5,7 +5,8 @@ and the parameters of that replacement. The replacement mirrors the original's
 signature and only adds keyword-only options, so every call the original accepts
 binds the same way after the rewrite. The codemod uses the parameter lists to tell
 whether a call already passes `unroll` (positionally or by keyword), whether a
-`*args` could reach it, and whether the replacement takes a `checkpoint` option.
+`*args` or `**kwargs` could carry it, and whether the replacement takes a
+`checkpoint` option.
 Adding an API is adding a row.
 
 This module is pure data: it must not import jax.
@@ -28,6 +29,9 @@ class Target:
     params: tuple[str, ...]
     #: The replacement's keyword-only parameters.
     keyword_only: tuple[str, ...]
+    #: Those of them the original does not take: no call of the original passes them,
+    #: not even through ``**kwargs``.
+    added: tuple[str, ...] = ()
 
 
 TARGETS: tuple[Target, ...] = (
@@ -36,12 +40,14 @@ TARGETS: tuple[Target, ...] = (
         replacement="scanrewrite.runtime.scan",
         params=("f", "init", "xs", "length", "reverse", "unroll", "_split_transpose"),
         keyword_only=("checkpoint",),
+        added=("checkpoint",),
     ),
     Target(
         qualified_name="equinox.internal.scan",
         replacement="scanrewrite.runtime.eqxi_scan",
         params=("f", "init", "xs", "length"),
         keyword_only=("buffers", "kind", "checkpoints", "unroll"),
+        added=("unroll",),
     ),
 )
 

@@ -501,9 +501,9 @@ LAYOUT = [
         id="star args cannot reach a keyword-only unroll",
     ),
     pytest.param(
-        "import equinox.internal as eqxi\ny = eqxi.scan(f, c, xs, **kinds)\n",
-        "import equinox.internal as eqxi\ny = eqxi.scan(f, c, xs, **kinds)\n",
-        id="double star could carry a keyword-only unroll",
+        "import equinox.internal as eqxi\ny = eqxi.scan(f, c, xs, **scan_options)\n",
+        "import scanrewrite.runtime\ny = scanrewrite.runtime.eqxi_scan(f, c, xs, **scan_options, unroll=4)\n",
+        id="double star cannot carry unroll to eqxi.scan, which has none",
     ),
 ]
 

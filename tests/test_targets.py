@@ -40,6 +40,8 @@ def test_replacement_accepts_every_call_the_original_accepts(target):
     positional, keyword_only = _signature_lists(_resolve(target.qualified_name))
     assert target.params[: len(positional)] == positional
     assert set(keyword_only) <= set(target.keyword_only) | set(target.params[len(positional) :])
+    # `added` is exactly what the original does not take.
+    assert set(target.added) == set(target.keyword_only) - set(positional) - set(keyword_only)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.qualified_name)
