@@ -3,6 +3,7 @@
 import inspect
 import subprocess
 import sys
+import textwrap
 
 import equinox.internal
 import jax
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from scanrewrite import runtime
+from scanrewrite.codemod import rewrite
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
 
 
@@ -80,3 +82,29 @@ def test_policy_works_under_checkpoint_and_grad(name):
 def test_importing_targets_does_not_import_jax():
     code = "import sys, scanrewrite.targets, scanrewrite.codemod; sys.exit('jax' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.parametrize("checkpoint", [None, "none", "dots_saveable"])
+def test_rewritten_program_runs_with_the_checkpoint_option(checkpoint):
+    # The names the codemod writes must resolve and be accepted by the runtime.
+    source = textwrap.dedent(
+        """\
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+
+        def run(w):
+            def step(c, x):
+                return jnp.tanh(c * w + x), c
+            return lax.scan(step, jnp.float32(0.5), jnp.arange(5.0))
+        """
+    )
+    result = rewrite(source.encode(), unroll=2, checkpoint=checkpoint)
+    assert result.changed
+    namespace = {}
+    exec(compile(result.code, "rewritten.py", "exec"), namespace)
+    original = {}
+    exec(compile(source, "original.py", "exec"), original)
+    for fn in (lambda ns: ns["run"](0.3), lambda ns: jax.grad(lambda w: ns["run"](w)[0])(0.3)):
+        got, want = fn(namespace), fn(original)
+        assert jax.tree.all(jax.tree.map(lambda a, b: jnp.allclose(a, b, rtol=1e-5), got, want))
