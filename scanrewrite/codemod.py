@@ -616,10 +616,18 @@ class _CommentCollector(cst.CSTVisitor):
         self.comments: list[tuple[cst.Comment, bool]] = []
         self._depth = 0
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+    # The header (the rest of the `def ...:` line) is on a top-level line; the body and
+    # footer are inside the block.
+    def visit_IndentedBlock_body(self, node: cst.IndentedBlock) -> None:
         self._depth += 1
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+    def leave_IndentedBlock_body(self, node: cst.IndentedBlock) -> None:
+        self._depth -= 1
+
+    def visit_IndentedBlock_footer(self, node: cst.IndentedBlock) -> None:
+        self._depth += 1
+
+    def leave_IndentedBlock_footer(self, node: cst.IndentedBlock) -> None:
         self._depth -= 1
 
     def visit_Comment(self, node: cst.Comment) -> None:

@@ -333,6 +333,21 @@ def test_skip_file_pragma_leaves_everything():
     assert result.skipped == (Skipped(3, "skip-file pragma"),)
 
 
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        pytest.param("def g():  # scanrewrite: skip-file\n    return 1\n", 1, id="after a def header"),
+        pytest.param("def g():\n    return 1\n# scanrewrite: skip-file\n", 3, id="after a block at the end"),
+        pytest.param("x = [\n# scanrewrite: skip-file\n]\n", 2, id="inside a top-level bracket"),
+    ],
+)
+def test_skip_file_pragma_anywhere_at_top_level(source, line):
+    full = _src("from jax import lax\ny = lax.scan(f, c, xs)\n") + source.encode()
+    result = rewrite(full)
+    assert result.code == full
+    assert result.skipped == (Skipped(line + 2, "skip-file pragma"),)
+
+
 def test_malformed_pragma_away_from_calls_is_reported_and_ignored():
     result = _assert_rewrites(
         """\
