@@ -263,7 +263,10 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         if isinstance(resolved, Target):
             line = self._line(node)
             self._call_lines.add(line)
-            if self._pragmas.get(line, _Pragma()).skip:
+            pragma = self._pragmas.get(line, _Pragma())
+            if pragma.error is not None:
+                self._skip(line, pragma.error)
+            elif pragma.skip:
                 self._skip(line, "skip pragma")
             else:
                 self._skip(line, f"reference to {resolved.qualified_name} that is not a call")

@@ -85,6 +85,15 @@ SKIPS = [
     ),
     pytest.param(
         """\
+        from jax import lax
+        scan_fn = lax.scan  # scanrewrite: skp
+        """,
+        2,
+        "malformed pragma 'skp'",
+        id="malformed pragma on a reference",
+    ),
+    pytest.param(
+        """\
         import functools
         import jax
         step = functools.partial(jax.lax.scan, f)
