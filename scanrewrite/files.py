@@ -124,8 +124,9 @@ class Discovery:
     Folders are searched for `.py` and `.pyi` files, leaving out what `excludes` or a
     `.gitignore` (the root's and every folder's on the way down) name. Files named
     explicitly are taken as they are, unless `force_exclude` applies the same rules to
-    them. A symbolic link that leads out of the root is never followed; one that stays
-    inside is not needed, since what it leads to is found directly.
+    them, and a folder named explicitly is searched even if the rules leave it out (see
+    `_folder`). A symbolic link that leads out of the root is never followed; one that
+    stays inside is not needed, since what it leads to is found directly.
     """
 
     root: Path
@@ -163,7 +164,7 @@ class Discovery:
     def _collect(self, paths: Iterable[str]) -> Iterator[Source]:
         for path in paths:
             if os.path.isdir(path) and not self._leaves_root(path):
-                yield from self._walk(Path(path), self._relative(path) or "")
+                yield from self._folder(path)
                 continue
             if self._leaves_root(path):
                 self._ignored(path, "symbolic link out of the project root")
@@ -173,6 +174,23 @@ class Discovery:
                 self._ignored(path, why)
                 continue
             yield Source(Path(os.path.realpath(path)), display_path(path))
+
+    def _folder(self, path: str) -> Iterator[Source]:
+        """The files in a folder named explicitly.
+
+        A named folder is taken as it is, like a named file: if the rules leave it out
+        itself (it is gitignored, or lies in `build/`, say), then inside it they apply as
+        if it were the project root, and only `--force-exclude` leaves it out.
+        """
+        relative = self._relative(path) or ""
+        why = self._exclusion(relative, is_dir=True) if relative else None
+        if why is None:
+            yield from self._walk(Path(path), relative)
+        elif self.force_exclude:
+            self._ignored(path, why)
+        else:
+            inner = Discovery(Path(path), self.excludes, False, self.on_ignored, self.on_error)
+            yield from inner._walk(Path(path), "")
 
     def _walk(self, directory: Path, relative: str) -> Iterator[Source]:
         try:

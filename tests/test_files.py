@@ -300,3 +300,18 @@ def test_write_atomic_through_a_link_replaces_the_target(tmp_path: Path) -> None
     write_atomic(source.path, b"new\n", b"old\n")
     assert (tmp_path / "link.py").is_symlink()
     assert target.read_bytes() == b"new\n"
+
+
+def test_a_folder_named_explicitly_is_searched_even_if_excluded(tmp_path: Path) -> None:
+    # E.g. site-packages inside a git checkout (pyenv) whose .gitignore lists `/versions`.
+    make(tmp_path, "versions/lib/a.py", "versions/lib/b_gen.py", "versions/lib/build/c.py", "build/d.py")
+    (tmp_path / ".gitignore").write_text("/versions\n")
+    (tmp_path / "versions" / "lib" / ".gitignore").write_text("*_gen.py\n")
+    discovery = Discovery(tmp_path)
+    assert found(discovery, tmp_path) == []
+    assert found(discovery, tmp_path / "versions" / "lib") == ["versions/lib/a.py"]
+    assert found(discovery, tmp_path / "build") == ["build/d.py"]
+    why: list[str] = []
+    forced = Discovery(tmp_path, force_exclude=True, on_ignored=lambda path, reason: why.append(reason))
+    assert found(forced, tmp_path / "versions" / "lib", tmp_path / "build") == []
+    assert why == ["matches .gitignore", "matches --exclude"]
