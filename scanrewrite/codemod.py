@@ -651,30 +651,36 @@ class _Parsed:
     libcst round-trips nearly every file; two layouts it does not, handled here:
     files whose only line break is a bare CR (parsed with LF, turned back on render),
     and files that end in blank lines after a whitespace-only line (the blank tail is
-    cut off before parsing and put back on render). Anything else that would not
-    round-trip is a `SourceError` rather than a silent change.
+    cut off before parsing and put back on render). Rendering anything else that would
+    not round-trip is a `SourceError` rather than a silent change; a file that is not
+    rendered (nothing to rewrite) is fine as it is.
     """
 
     module: cst.Module
     tail: bytes
     bare_cr: bool
+    exact: bool
 
     @classmethod
     def from_bytes(cls, source: bytes) -> _Parsed:
+        """Parse `source`; raises `SourceError` if it cannot be decoded or parsed."""
         bare_cr = b"\r" in source and b"\n" not in source
         text = source.replace(b"\r", b"\n") if bare_cr else source
         module = _parse(text)
         if module.bytes == text:
-            return cls(module, b"", bare_cr)
+            return cls(module, b"", bare_cr, exact=True)
         tail = _BLANK_TAIL.search(text)
         if tail is not None and tail.start() > 0:
             head = text[: tail.start()]
-            module = _parse(head)
-            if module.bytes == head:
-                return cls(module, text[tail.start() :], bare_cr)
-        raise SourceError(None, "cannot reproduce this file byte for byte (libcst round-trip)")
+            head_module = _parse(head)
+            if head_module.bytes == head:
+                return cls(head_module, text[tail.start() :], bare_cr, exact=True)
+        return cls(module, b"", bare_cr, exact=False)
 
     def render(self, module: cst.Module) -> bytes:
+        """The bytes of `module`, a transformed `self.module`, in the input's layout."""
+        if not self.exact:
+            raise SourceError(None, "cannot reproduce this file byte for byte (libcst round-trip)")
         code = module.bytes + self.tail
         return code.replace(b"\n", b"\r") if self.bare_cr else code
 

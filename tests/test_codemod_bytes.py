@@ -80,6 +80,7 @@ NOOP = [
     pytest.param(b"x = 1\n  # c\n\n   \n", id="blank tail after a comment"),
     pytest.param(b"x = 1\ry = 2\r", id="bare cr"),
     pytest.param(b"# coding: latin-1\nx = '\xe9'\n", id="latin-1"),
+    pytest.param(b"\x0cx = 1\n", id="layout libcst cannot reproduce, but nothing to rewrite"),
 ]
 
 
@@ -100,6 +101,12 @@ ERRORS = [
     pytest.param(b"#!/usr/bin/env python\n# coding: foobar\n", 2, "cannot decode: unknown encoding: foobar", id="unknown cookie"),
     pytest.param(b"\xef\xbb\xbf# coding: latin-1\n", 1, "cannot decode: encoding problem: utf-8", id="bom and cookie disagree"),
     pytest.param(b"from jax import lax\ny = lax.scan(f, c\n", 2, "cannot parse: ", id="unclosed call"),
+    pytest.param(
+        b"from jax import lax\n\x0cy = lax.scan(f, c, xs)\n",
+        None,
+        "cannot reproduce this file byte for byte",
+        id="form feed before code that libcst drops",
+    ),
 ]
 
 
@@ -111,5 +118,7 @@ def test_source_error(source, line, message):
     assert error.line == line
     assert error.message.startswith(message)
     assert "\n" not in error.message
-    assert str(error) == f"line {line}: {error.message}"
-    assert error.__cause__ is None and error.__suppress_context__
+    assert str(error) == (error.message if line is None else f"line {line}: {error.message}")
+    # No libcst exception chained on: the user sees one line, not libcst's traceback.
+    assert error.__cause__ is None
+    assert error.__context__ is None or error.__suppress_context__
