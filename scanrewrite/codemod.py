@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource, ScopeProvider
 
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
@@ -159,6 +159,7 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self.skipped: list[Skipped] = []
         self._pragmas: dict[int, _Pragma] = {}
         self._call_lines: set[int] = set()
+        self._imported: set[str] = set()  # local names bound by an import somewhere
         # Callee node (of the original tree) -> its target, or the reason it is ambiguous.
         self._callees: dict[cst.BaseExpression, Target | str] = {}
         # Callees (of the original tree) that were replaced, for the import clean-up.
@@ -188,6 +189,13 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self._replaced = []
         self._call_lines = set()
         self._pragmas = {}
+        self._imported = {
+            assignment.name.partition(".")[0]
+            for scope in set(self.metadata[ScopeProvider].values())
+            if scope is not None
+            for assignment in scope.assignments
+            if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
+        }
         if "scanrewrite" not in node.code:
             return  # no pragmas; rendering is much cheaper than a pass over every comment
         collector = _CommentCollector()
@@ -273,9 +281,20 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
 
     def _resolve(self, node: cst.BaseExpression) -> Target | str | None:
         """The target `node` names; a reason string when it may also name something else."""
-        names = {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        # Only a name bound by an import, or an attribute spelled like a target's last
+        # name, can resolve to a target: skip the qualified-name lookup for the rest.
+        if isinstance(node, cst.Name):
+            if node.value not in self._imported:
+                return None
+        elif not (isinstance(node, cst.Attribute) and node.attr.value in _LAST_NAMES):
+            return None
+        qualified = self.get_metadata(QualifiedNameProvider, node, set())
+        # A local class `jax` with a nested class `lax` is also "jax.lax.scan", but not
+        # imported: only an import makes it jax's.
+        imported = {q.name for q in qualified if q.source is QualifiedNameSource.IMPORT}
+        names = {q.name for q in qualified}
         for target in TARGETS:
-            if target.qualified_name in names:
+            if target.qualified_name in imported:
                 if len(names) > 1:
                     return f"callee may be something other than {target.qualified_name}"
                 return target
@@ -406,6 +425,9 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
             updated = updated.with_changes(footer=[*self._pending, *updated.footer])
             self._pending = []
         return updated
+
+
+_LAST_NAMES = frozenset(target.qualified_name.rpartition(".")[2] for target in TARGETS)
 
 
 # -- arguments ------------------------------------------------------------------------

@@ -695,6 +695,17 @@ NOOP = [
     ),
     pytest.param(
         """\
+        class jax:
+            class lax:
+                @staticmethod
+                def scan(f, c, xs):
+                    return c, xs
+        y = jax.lax.scan(f, c, xs)
+        """,
+        id="local classes spelling jax.lax.scan",
+    ),
+    pytest.param(
+        """\
         from jax import lax
         def g(lax):
             return lax.scan(f, c, xs)
