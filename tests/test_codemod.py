@@ -582,6 +582,21 @@ IMPORTS = [
     ),
     pytest.param(
         """\
+        import scanrewrite
+        from scanrewrite import runtime
+        from jax import lax
+        y = lax.scan(f, c, xs)
+        """,
+        """\
+        import scanrewrite
+        from scanrewrite import runtime
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        id="import scanrewrite alone does not load the runtime",
+    ),
+    pytest.param(
+        """\
         import os
 
         # Section comment
