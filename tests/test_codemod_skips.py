@@ -177,6 +177,15 @@ SKIPS = [
     pytest.param(
         """\
         from jax import lax
+        y = lax.scan(f, c, xs)  # scanrewrite: skip  # traced twice otherwise
+        """,
+        2,
+        "skip pragma",
+        id="skip pragma with an explanation",
+    ),
+    pytest.param(
+        """\
+        from jax import lax
         y = lax.scan(f, c, xs)  # scanrewrite: unroll=abc
         """,
         2,
