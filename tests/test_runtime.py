@@ -72,6 +72,8 @@ def check_against_lax(scan_impl, n, xs_kind, ys_kind, dtype, *, seed=0, weak_s=F
     actual = outputs_and_grads(scan_impl, step, init, xs, length, **kwargs)
     compared = assert_trees_close(actual, expected, **TOL[jnp.dtype(dtype).name])
     leaves = len(jax.tree_util.tree_leaves(expected))
+    weak = lambda tree: [jax.typeof(leaf).weak_type for leaf in jax.tree_util.tree_leaves(tree)]
+    assert weak(actual) == weak(expected), "weak types differ"
     assert compared == leaves > 0
     return compared
 
