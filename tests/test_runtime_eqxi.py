@@ -4,6 +4,9 @@ N = 5 and k = 2 throughout: two chunks and a remainder of one step, small enough
 checkpointed loop compiles quickly.
 """
 
+import subprocess
+import sys
+
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
@@ -120,3 +123,8 @@ def test_bad_input(kwargs, message):
     init, xs = make_inputs()
     with pytest.raises(ValueError, match=message):
         eqxi_scan(step, init, xs, **kwargs)
+
+
+def test_runtime_imports_equinox_only_when_eqxi_scan_is_called():
+    code = "import sys, scanrewrite.runtime; assert 'equinox' not in sys.modules, 'equinox imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
