@@ -3,8 +3,8 @@
 `scan` and `eqxi_scan` take the arguments of `jax.lax.scan` and `equinox.internal.scan`, so a
 rewritten call only changes the callee and appends `unroll=k`. A scan of N steps becomes an
 outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XLA can fuse and
-schedule across steps), followed (or, with `reverse=True`, preceded) by the `N % k` leftover
-steps, also straight-line. Each chunk is wrapped in `jax.checkpoint`, so the backward pass keeps
+schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
+`reverse=True` the lowest), also straight-line. Each chunk is wrapped in `jax.checkpoint`, so the backward pass keeps
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
@@ -63,10 +63,10 @@ def _scan_length(xs: Any, length: Any) -> int:
 
 def _chunk_size(unroll: Any, n: int) -> int:
     """Steps per chunk, k, for a scan of `n > 0` steps; `unroll` is validated beforehand."""
-    if unroll is True or unroll == 0:
-        return n
     if unroll is False:
         return 1
+    if unroll is True or unroll == 0:
+        return n
     return min(unroll, n)
 
 

@@ -207,6 +207,25 @@ def test_split_transpose_is_accepted():
 
 
 @pytest.mark.parametrize(
+    "unroll, chunks, chunk_steps, rest",
+    [(1, 7, 1, 0), (False, 7, 1, 0), (3, 2, 3, 1), (7, 1, 7, 0), (9, 1, 7, 0), (0, 1, 7, 0), (True, 1, 7, 0)],
+)
+def test_chunking(unroll, chunks, chunk_steps, rest):
+    """`unroll` picks k: the outer scan's length, the steps per chunk, the straight-line rest."""
+    traces = 0
+
+    def step(carry, x):
+        nonlocal traces
+        traces += 1
+        return carry * x, carry
+
+    jaxpr = jax.make_jaxpr(lambda c, x: scan(step, c, x, unroll=unroll))(jnp.float32(1), jnp.ones(N))
+    (outer,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
+    assert outer.params["length"] == chunks
+    assert traces == chunk_steps + rest
+
+
+@pytest.mark.parametrize(
     "checkpoint, remat_eqns",
     [(True, 2), (False, 0), (POLICY, 2)],
     ids=["checkpoint", "plain", "policy"],
