@@ -109,7 +109,9 @@ def test_skip_pragma_leaves_its_call_alone():
     assert "z, _ = lax.scan(iterate, z0, None, length=n_iterations)  # scanrewrite: skip\n" in golden
     # Still used by the skipped call, so the import stays.
     assert "from jax import lax\n" in golden
-    assert skipped_line not in {entry.line for entry in _rewritten("skip_pragma").rewritten}
+    result = _rewritten("skip_pragma")
+    assert skipped_line not in {entry.line for entry in result.rewritten}
+    assert [entry.line for entry in result.skipped] == [skipped_line]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
