@@ -148,6 +148,8 @@ def _chunked(
     lo = rest if reverse else 0
     hi = lo + chunks * k
     tree_map = jax.tree_util.tree_map
+    # Steps outside the outer loop must see jax arrays of canonical dtype, as in a loop body.
+    xs = tree_map(jnp.asarray, xs)
 
     def split(a):
         body = a if rest == 0 else a[lo:hi]

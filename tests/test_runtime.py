@@ -284,6 +284,15 @@ def test_int32_scan_is_exact():
         assert assert_trees_close(actual, jax.lax.scan(step, jnp.int32(1), xs, reverse=reverse), rtol=0, atol=0) == 2
 
 
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "plain"])
+def test_numpy_xs_reach_f_as_jax_arrays(checkpoint):
+    """Also in the straight-line remainder: float64 numpy becomes float32 and has `.at`."""
+    step = lambda c, x: (c + x.at[0].set(1.0), x.dtype == jnp.float32)
+    xs = np.ones((N, 2))
+    actual = scan(step, jnp.zeros(2), xs, unroll=K, checkpoint=checkpoint)
+    assert assert_trees_close(actual, jax.lax.scan(step, jnp.zeros(2), xs), rtol=0, atol=0) == 2
+
+
 def test_trace_count_grows_with_k_not_n():
     traces = 0
 
