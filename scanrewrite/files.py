@@ -136,7 +136,7 @@ class Discovery:
     on_ignored: Callable[[str, str], None] | None = None
     #: Called with (display path, FileError) for a folder or `.gitignore` that cannot be read.
     on_error: Callable[[str, FileError], None] | None = None
-    _gitignores: dict[str, GitIgnoreSpec | None] = field(default_factory=dict)
+    _gitignores: dict[str, GitIgnoreSpec | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._root_real = self.root.resolve()
