@@ -116,7 +116,8 @@ def test_checkpointed_kind_has_no_forward_mode(scan_impl):
         pytest.param(dict(kind="lax", unroll=-3), "`unroll`.*-3", id="unroll"),
         pytest.param(dict(kind="checkpointd"), "`kind`.*'checkpointd'", id="kind"),
         pytest.param(dict(kind="checkpointed", checkpoints=2.5), "`checkpoints`.*2.5", id="checkpoints"),
-        pytest.param(dict(kind="checkpointed", length=4), "`length=4`", id="length"),
+        pytest.param(dict(kind="checkpointed", checkpoints=True), "`checkpoints`.*True", id="checkpoints-bool"),
+        pytest.param(dict(kind="checkpointed", unroll=False, length=4), "`length=4`", id="length"),
     ],
 )
 def test_bad_input(kwargs, message):
