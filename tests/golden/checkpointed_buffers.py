@@ -1,4 +1,4 @@
-"""An RNN that writes every hidden state into a preallocated history buffer: checkpointed `eqxi.scan` with `buffers`."""
+"""An RNN that writes each hidden state to a history buffer: checkpointed `eqxi.scan` with `buffers`."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""A linear recurrent layer as an `eqx.Module` whose `__call__` scans its `step` method with `internal.scan`."""
+"""A linear recurrent layer, an `eqx.Module` whose `__call__` scans its `step` with `internal.scan`."""
 
 import equinox as eqx
 import jax

@@ -1,4 +1,4 @@
-"""Polynomials of degree -1 to 7 evaluated by Horner's rule: scans of length 0, 1, 3, 4 and 8 from one call site."""
+"""Horner's rule for polynomials of degree -1 to 7: scans of length 0, 1, 3, 4 and 8 from one call."""
 
 import jax
 import jax.numpy as jnp

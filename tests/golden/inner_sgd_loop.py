@@ -1,4 +1,4 @@
-"""Meta-learning a learning rate by differentiating through 13 SGD steps: `jax.lax.scan` with `xs=None` and `length`."""
+"""Meta-learning a learning rate through 13 SGD steps: `jax.lax.scan` with `xs=None` and `length`."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""A jitted Kalman filter whose carry is a NamedTuple, fitting noise scales by the gradient of the log-likelihood."""
+"""A jitted Kalman filter with a NamedTuple carry, and the gradient of its log-likelihood."""
 
 from typing import NamedTuple
 

@@ -1,4 +1,4 @@
-"""A fixed-point solve kept as a plain scan with `# scanrewrite: skip`, next to a rollout that is rewritten."""
+"""A fixed-point solve kept as a plain scan with `# scanrewrite: skip`, next to a rewritten rollout."""
 
 import jax
 import jax.numpy as jnp
