@@ -13,13 +13,19 @@ the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is app
 from __future__ import annotations
 
 import argparse
+import ast
 import re
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst._nodes.internal import CodegenState
+from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource, ScopeProvider
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import MetadataWrapper, QualifiedNameSource, Scope, ScopeProvider
 
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
@@ -92,28 +98,68 @@ def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) ->
     `ValueError`. Source that cannot be decoded, parsed or reproduced byte for byte
     raises `SourceError`. Everything that is not rewritten comes back byte for byte.
     """
-    command = ScanRewriteCommand(CodemodContext(), unroll=unroll, checkpoint=checkpoint)
+    _check_options(unroll, checkpoint)
     parsed = _Parsed.from_bytes(source)
     if not _may_call_a_target(source):
         return RewriteResult(source, (), ())
+    rewriter = _Rewriter(unroll, checkpoint, CodemodContext())
     try:
-        module = command.transform_module(parsed.module)
+        # The tree was just parsed, so no node occurs twice in it: the wrapper need
+        # not copy it (a deep copy of a large module costs as much as parsing it).
+        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True))
     except SkipFile:
-        return RewriteResult(source, (), tuple(command.skipped))
-    code = parsed.render(module) if command.rewritten else source
-    return RewriteResult(code, tuple(command.rewritten), tuple(command.skipped))
+        return RewriteResult(source, (), tuple(rewriter.skipped))
+    code = parsed.render(module) if rewriter.rewritten else source
+    return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
 def _may_call_a_target(source: bytes) -> bool:
     """False when no target can be named: every spelling of every target needs both its
     last name in the text and its package in an import. Only a shortcut past the
-    metadata passes for the many files that never mention a scan; calls are still
-    resolved by qualified name."""
-    return any(
+    metadata passes for the many files that never mention a scan (or only their own
+    scan); calls are still resolved by qualified name."""
+    if not any(
         target.qualified_name.rpartition(".")[2].encode() in source
         and target.qualified_name.partition(".")[0].encode() in source
         for target in TARGETS
-    )
+    ):
+        return False
+    # Pragmas are reported (a skip-file, a malformed one) even where nothing resolves.
+    return b"scanrewrite" in source or _imports_toward_a_target(source)
+
+
+def _imports_toward_a_target(source: bytes) -> bool:
+    """Whether some import in `source` could make a name resolve to a target.
+
+    libcst's qualified name for a name bound by `from M import N` starts with
+    ``M.N``, by `import P.Q` with ``P``, and by a relative import with a dot; so a
+    target needs `import` of its package or `from` a module above it. Checked with
+    Python's own parser (ten times faster than libcst's); True when that fails.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(alias.name.partition(".")[0] in _PACKAGES for alias in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if any(target.qualified_name.startswith(f"{node.module}.") for target in TARGETS):
+                return True
+    return False
+
+
+def _check_options(unroll: object, checkpoint: object) -> None:
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+    if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
+        raise ValueError(
+            f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
+            f"got {checkpoint!r}"
+        )
 
 
 class ScanRewriteCommand(VisitorBasedCodemodCommand):
@@ -123,7 +169,6 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         "Rewrite jax.lax.scan and equinox.internal.scan calls into scanrewrite.runtime's "
         "chunked, checkpointed scans with an unrolled body."
     )
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ScopeProvider)
 
     @staticmethod
     def add_args(arg_parser: argparse.ArgumentParser) -> None:
@@ -145,81 +190,112 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         self, context: CodemodContext, unroll: int = 4, checkpoint: str | None = None
     ) -> None:
         super().__init__(context)
-        if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
-            raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
-        if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
-            raise ValueError(
-                f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
-                f"got {checkpoint!r}"
-            )
+        _check_options(unroll, checkpoint)
         self.unroll = unroll
         self.checkpoint = checkpoint
-        #: Filled by each `transform_module`: what was rewritten and skipped, in file order.
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The rewrite, then the scheduled import additions and removals; each skipped
+        call is also a warning. Raises `SkipFile` for a skip-file pragma."""
+        rewriter = _Rewriter(self.unroll, self.checkpoint, self.context, warn=self.warn)
+        return rewriter.transform(MetadataWrapper(tree))
+
+
+class _Rewriter:
+    """The transform of one module, as plain libcst passes that `rewrite` and
+    `ScanRewriteCommand` both drive.
+
+    It computes only the metadata it reads: scopes for the whole tree, qualified names
+    only for names that may be a target, and lines only for the calls, references and
+    pragmas that are reported (libcst's providers over every node, and matcher-based
+    visitors, were most of the time).
+    """
+
+    def __init__(
+        self,
+        unroll: int,
+        checkpoint: str | None,
+        context: CodemodContext,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.unroll = unroll
+        self.checkpoint = checkpoint
+        #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
+        self._context = context
+        self._warn = warn
+        self._scopes: Mapping[cst.CSTNode, Scope | None] = {}
+        self._lines: dict[cst.CSTNode, tuple[int, int]] = {}
         self._pragmas: dict[int, _Pragma] = {}
         self._call_lines: set[int] = set()
         self._imported: set[str] = set()  # local names bound by an import somewhere
-        # Callee node (of the original tree) -> its target, or the reason it is ambiguous.
-        self._callees: dict[cst.BaseExpression, Target | str] = {}
-        # Callees (of the original tree) that were replaced, for the import clean-up.
-        self._replaced: list[cst.BaseExpression] = []
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        """The rewrite, then the scheduled import additions and removals.
+    def transform(self, wrapper: MetadataWrapper) -> cst.Module:
+        """`wrapper.module` rewritten, with the scheduled import additions and removals.
 
-        As `CodemodCommand.transform_module`, except that removing an import keeps the
-        blank lines and comments above it (libcst's `RemoveImportsVisitor` drops them) and
-        adding one adds only its own line (libcst's `AddImportsVisitor` also adds a blank
-        line after the import block when there is none).
+        As `CodemodCommand.transform_module` would do them, except that removing an
+        import keeps the blank lines and comments above it (libcst's
+        `RemoveImportsVisitor` drops them) and adding one adds only its own line
+        (libcst's `AddImportsVisitor` also adds a blank line after the import block
+        when there is none).
         """
-        tree = Codemod.transform_module(self, tree)
-        if AddImportsVisitor.CONTEXT_KEY in self.context.scratch:
-            tree = _AddImportsOnly(self.context).transform_module(tree)
-        if RemoveImportsVisitor.CONTEXT_KEY in self.context.scratch:
-            tree = _RemoveImportsKeepingLines(self.context).transform_module(tree)
-        return tree
-
-    # -- module -------------------------------------------------------------------------
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self.rewritten = []
-        self.skipped = []
-        self._callees = {}
-        self._replaced = []
-        self._call_lines = set()
-        self._pragmas = {}
+        module = wrapper.module
+        self._scopes = wrapper.resolve(ScopeProvider)
         self._imported = {
             assignment.name.partition(".")[0]
-            for scope in set(self.metadata[ScopeProvider].values())
+            for scope in set(self._scopes.values())
             if scope is not None
             for assignment in scope.assignments
             if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
         }
-        if "scanrewrite" not in node.code:
-            return  # no pragmas; rendering is much cheaper than a pass over every comment
-        collector = _CommentCollector()
-        node.visit(collector)
-        for comment, top_level in collector.comments:
-            line = self.get_metadata(PositionProvider, comment).start.line
-            pragma = _Pragma.parse(comment.value, top_level=top_level)
-            if pragma is None:
-                continue
+        comments = _pragma_comments(module) if "scanrewrite" in module.code else []
+        survey = _Survey(self._resolve)
+        module.visit(survey)
+        self._lines = _lines(module, {node for node, _ in (*comments, *survey.found)})
+        self._read_pragmas(comments)
+
+        for node, _ in survey.found:
+            start, end = self._lines[node]
+            self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
+        calls: dict[cst.Call, tuple[Target, list[cst.Arg]]] = {}
+        for node, resolved in survey.found:
+            if isinstance(node, cst.Call):
+                planned = self._plan(node, resolved)
+                if planned is not None:
+                    calls[node] = planned
+            else:
+                self._check_reference(node, resolved)
+        for line, pragma in self._pragmas.items():
+            if pragma.error is not None and line not in self._call_lines:
+                self._skip(line, f"{pragma.error} (ignored)")
+        self.rewritten.sort(key=lambda rewritten: rewritten.line)
+        self.skipped.sort(key=lambda skipped: skipped.line)
+        if not calls:
+            return module
+        self._schedule_import_removal(wrapper, [call.func for call in calls])
+        module = module.visit(_ReplaceCalls(calls))
+        if AddImportsVisitor.CONTEXT_KEY in self._context.scratch:
+            # Visited directly: `transform_module` would copy the tree for metadata
+            # that `AddImportsVisitor` does not use.
+            module = module.visit(_AddImportsOnly(self._context))
+        if RemoveImportsVisitor.CONTEXT_KEY in self._context.scratch:
+            # As `transform_module`, without its deep copy of the tree: the only nodes
+            # that occur twice in it are whitespace `_append_args` reused, whose
+            # metadata nobody reads.
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            module = wrapper.visit(_RemoveImportsKeepingLines(replace(self._context, wrapper=wrapper)))
+        return module
+
+    def _read_pragmas(self, comments: list[tuple[cst.Comment, _Pragma]]) -> None:
+        for comment, pragma in comments:
+            line = self._lines[comment][0]
             if pragma.skip_file:
                 self._skip(line, "skip-file pragma")
                 raise SkipFile(f"line {line}: scanrewrite: skip-file pragma")
             self._pragmas[line] = self._pragmas[line].merge(pragma) if line in self._pragmas else pragma
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        for line, pragma in self._pragmas.items():
-            if pragma.error is not None and line not in self._call_lines:
-                self._skip(line, f"{pragma.error} (ignored)")
-        self._schedule_import_removal()
-        self.rewritten.sort(key=lambda rewritten: rewritten.line)
-        self.skipped.sort(key=lambda skipped: skipped.line)
-        return updated_node
-
-    def _schedule_import_removal(self) -> None:
+    def _schedule_import_removal(self, wrapper: MetadataWrapper, callees: list[cst.BaseExpression]) -> None:
         """Hand `RemoveImportsVisitor` the imports that only replaced callees used.
 
         It removes an import only if nothing uses it any more; asking it only about
@@ -227,57 +303,38 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         the common case where the import is still needed.
         """
         replaced: set[cst.CSTNode] = set()
-        for callee in self._replaced:
+        for callee in callees:
             callee.visit(_NodeCollector(replaced))
-        for callee in self._replaced:
+        context = replace(self._context, wrapper=wrapper)
+        scheduled: set[tuple[str, Scope | None]] = set()
+        for callee in callees:
+            # The same spelling in the same scope finds the same imports.
+            name = get_full_name_for_node(callee)
+            if name is not None and (name, self._scopes[callee]) in scheduled:
+                continue
             root = callee
             while isinstance(root, cst.Attribute):
                 root = root.value
             if not isinstance(root, cst.Name):
                 continue
-            scope = self.get_metadata(ScopeProvider, root)
             if any(
                 isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
                 and all(access.node in replaced for access in assignment.references)
-                for assignment in scope[root.value]
+                for assignment in self._scopes[root][root.value]
             ):
-                RemoveImportsVisitor.remove_unused_import_by_node(self.context, callee)
+                RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
+                if name is not None:
+                    scheduled.add((name, self._scopes[callee]))
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    # -- references that are not calls --------------------------------------------------
-
-    def visit_Call(self, node: cst.Call) -> None:
-        resolved = self._resolve(node.func)
-        if resolved is not None:
-            self._callees[node.func] = resolved
-            position = self.get_metadata(PositionProvider, node)
-            self._call_lines.update((position.start.line, position.end.line))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check_reference(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check_reference(node)
-
-    def _check_reference(self, node: cst.Name | cst.Attribute) -> None:
-        if node in self._callees:
-            return
-        resolved = self._resolve(node)
-        if isinstance(resolved, Target):
-            line = self._line(node)
-            self._call_lines.add(line)
-            pragma = self._pragmas.get(line, _Pragma())
-            if pragma.error is not None:
-                self._skip(line, pragma.error)
-            elif pragma.skip:
-                self._skip(line, "skip pragma")
-            else:
-                self._skip(line, f"reference to {resolved.qualified_name} that is not a call")
+    def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
+        line = self._lines[node][0]
+        pragma = self._pragmas.get(line, _Pragma())
+        if pragma.error is not None:
+            self._skip(line, pragma.error)
+        elif pragma.skip:
+            self._skip(line, "skip pragma")
+        else:
+            self._skip(line, f"reference to {target.qualified_name} that is not a call")
 
     def _resolve(self, node: cst.BaseExpression) -> Target | str | None:
         """The target `node` names; a reason string when it may also name something else."""
@@ -288,7 +345,9 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
                 return None
         elif not (isinstance(node, cst.Attribute) and node.attr.value in _LAST_NAMES):
             return None
-        qualified = self.get_metadata(QualifiedNameProvider, node, set())
+        # What `QualifiedNameProvider` would give `node`, for this one node.
+        scope = self._scopes.get(node)
+        qualified = scope.get_qualified_names_for(node) if scope is not None else set()
         # A local class `jax` with a nested class `lax` is also "jax.lax.scan", but not
         # imported: only an import makes it jax's.
         imported = {q.name for q in qualified if q.source is QualifiedNameSource.IMPORT}
@@ -302,38 +361,31 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
 
     # -- calls --------------------------------------------------------------------------
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        resolved = self._callees.get(original_node.func)
-        if resolved is None:
-            return updated_node
-        position = self.get_metadata(PositionProvider, original_node)
-        line = position.start.line
+    def _plan(self, call: cst.Call, resolved: Target | str) -> tuple[Target, list[cst.Arg]] | None:
+        """The target and the arguments to append when `call` is rewritten, else None
+        (and the reason is reported)."""
+        line, end_line = self._lines[call]
         # A pragma counts on the call's first line or its last (closing-bracket) line,
         # never on a line in between: those belong to its arguments, and a pragma for a
         # nested call there must not leak out to this one.
         pragma = self._pragmas.get(line, _Pragma())
-        if position.end.line != line:
-            pragma = pragma.merge(self._pragmas.get(position.end.line, _Pragma()))
+        if end_line != line:
+            pragma = pragma.merge(self._pragmas.get(end_line, _Pragma()))
         if isinstance(resolved, str):
             self._skip(line, resolved)
-            return updated_node
-        plan = self._new_args(original_node, resolved, pragma)
+            return None
+        plan = self._new_args(call, resolved, pragma)
         if isinstance(plan, str):
             self._skip(line, plan)
-            return updated_node
-
-        self._replaced.append(original_node.func)
-        AddImportsVisitor.add_needed_import(self.context, resolved.replacement.rpartition(".")[0])
+            return None
+        AddImportsVisitor.add_needed_import(self._context, resolved.replacement.rpartition(".")[0])
         writes_policy = self.checkpoint not in (None, "none") and any(
             arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
         )
-        if writes_policy and not self.get_metadata(ScopeProvider, original_node)["jax"]:
-            AddImportsVisitor.add_needed_import(self.context, "jax")
+        if writes_policy and not self._scopes[call]["jax"]:
+            AddImportsVisitor.add_needed_import(self._context, "jax")
         self.rewritten.append(Rewritten(line, resolved.qualified_name))
-        func = cst.parse_expression(resolved.replacement).with_changes(
-            lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
-        )
-        return updated_node.with_changes(func=func, args=_append_args(updated_node, plan))
+        return resolved, plan
 
     def _new_args(self, call: cst.Call, target: Target, pragma: _Pragma) -> list[cst.Arg] | str:
         """The arguments to append to `call`, or the reason to leave it alone."""
@@ -367,24 +419,86 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
     def _module_name_usable(self, node: cst.CSTNode, name: str) -> bool:
         """Whether the name `name` at `node` is unbound or bound only by `import name[.sub]`,
         so that a module-level `import name...` makes it mean that package."""
-        assignments = self.get_metadata(ScopeProvider, node)[name]
+        assignments = self._scopes[node][name]
         return all(_binds_package(assignment, name) for assignment in assignments)
-
-    # -- helpers ------------------------------------------------------------------------
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
 
     def _skip(self, line: int, reason: str) -> None:
         self.skipped.append(Skipped(line, reason))
-        self.warn(f"line {line}: {reason}")
+        if self._warn is not None:
+            self._warn(f"line {line}: {reason}")
+
+
+class _Survey(cst.CSTVisitor):
+    """The calls and the other references that resolve to a target, in the order they
+    are reported: a reference when it is visited, a call when it is left."""
+
+    def __init__(self, resolve: Callable[[cst.BaseExpression], Target | str | None]) -> None:
+        super().__init__()
+        self._resolve = resolve
+        self._callees: dict[cst.BaseExpression, Target | str] = {}
+        #: (call, its target or why it is ambiguous), (reference, its target).
+        self.found: list[tuple[cst.Call | cst.Name | cst.Attribute, Target | str]] = []
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        resolved = self._resolve(node.func)
+        if resolved is not None:
+            self._callees[node.func] = resolved
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        resolved = self._callees.get(original_node.func)
+        if resolved is not None:
+            self.found.append((original_node, resolved))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._reference(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._reference(node)
+
+    def _reference(self, node: cst.Name | cst.Attribute) -> None:
+        if node in self._callees:
+            return
+        resolved = self._resolve(node)
+        if isinstance(resolved, Target):
+            self.found.append((node, resolved))
+
+
+class _ReplaceCalls(cst.CSTTransformer):
+    """Gives each planned call its replacement callee and appends its new arguments."""
+
+    def __init__(self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]]) -> None:
+        super().__init__()
+        self._calls = calls
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        planned = self._calls.get(original_node)
+        if planned is None:
+            return updated_node
+        target, plan = planned
+        func = cst.parse_expression(target.replacement).with_changes(
+            lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
+        )
+        return updated_node.with_changes(func=func, args=_append_args(updated_node, plan))
 
 
 _Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
 
 class _AddImportsOnly(AddImportsVisitor):
-    """`AddImportsVisitor` that adds the import lines and no blank line after them."""
+    """`AddImportsVisitor` that adds the import lines and no blank line after them.
+
+    It adds only `import x` lines, which go between module-level statements, so it
+    does not descend below them.
+    """
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return super().on_visit(node) and isinstance(node, cst.Module)
 
     def _insert_empty_line(self, statements: list[_Statement]) -> list[_Statement]:
         return statements
@@ -428,6 +542,7 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
 
 
 _LAST_NAMES = frozenset(target.qualified_name.rpartition(".")[2] for target in TARGETS)
+_PACKAGES = frozenset(target.qualified_name.partition(".")[0] for target in TARGETS)
 
 
 # -- arguments ------------------------------------------------------------------------
@@ -657,6 +772,74 @@ class _CommentCollector(cst.CSTVisitor):
 
     def visit_Comment(self, node: cst.Comment) -> None:
         self.comments.append((node, self._depth == 0))
+
+
+def _pragma_comments(module: cst.Module) -> list[tuple[cst.Comment, _Pragma]]:
+    """The comments in `module` that hold pragmas, in file order."""
+    collector = _CommentCollector()
+    module.visit(collector)
+    found = []
+    for comment, top_level in collector.comments:
+        pragma = _Pragma.parse(comment.value, top_level=top_level)
+        if pragma is not None:
+            found.append((comment, pragma))
+    return found
+
+
+# -- lines ----------------------------------------------------------------------------
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _lines(module: cst.Module, nodes: set[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
+    """The first and last line that `PositionProvider` gives each of `nodes`.
+
+    One codegen pass, as `PositionProvider`'s own, that renders nothing and notes only
+    these nodes: the provider's positions for every node cost several times a render.
+    """
+    if not nodes:
+        return {}
+    state = _LineCounter(module.default_indent, module.default_newline, nodes)
+    module._codegen(state)
+    return state.lines
+
+
+class _LineCounter(CodegenState):
+    """A codegen state that counts lines (as `PositionProvidingCodegenState` does) and
+    keeps no tokens."""
+
+    def __init__(self, default_indent: str, default_newline: str, nodes: set[cst.CSTNode]) -> None:
+        super().__init__(default_indent=default_indent, default_newline=default_newline)
+        self.line = 1
+        self.lines: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._nodes = nodes
+        self._starts: dict[cst.CSTNode, int] = {}
+
+    def add_indent_tokens(self) -> None:
+        pass  # indentation holds no line break
+
+    def add_token(self, value: str) -> None:
+        if "\n" in value or "\r" in value:
+            self.line += len(_NEWLINE.findall(value))
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self._nodes:
+            self._starts[node] = self.line
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self._nodes:
+            self.lines.setdefault(node, (self._starts.pop(node), self.line))
+
+    @contextmanager
+    def record_syntactic_position(
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> Iterator[None]:
+        # The syntactic position leaves out parentheses and leading lines. `start_node`
+        # and `end_node` come only with statements, which are never asked for.
+        start = self.line
+        yield
+        if node in self._nodes:
+            self.lines[node] = (start, self.line)
 
 
 # -- bytes ----------------------------------------------------------------------------
