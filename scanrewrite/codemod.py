@@ -517,7 +517,9 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         if self._pending and isinstance(node, _Statement):
             self._receivers[node] = self._pending
             self._pending = []
-        return super().on_visit(node)
+        # Imports are statements, so nothing inside an expression changes: skip the
+        # bulk of the tree (its unused-import analysis still sees all of it).
+        return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
 
     def on_leave(
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
