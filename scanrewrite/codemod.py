@@ -500,8 +500,24 @@ class _AddImportsOnly(AddImportsVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return super().on_visit(node) and isinstance(node, cst.Module)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        # It finds the imports already there in the first statement (a docstring) and
+        # the import lines after it, but by visiting the whole module: show it only those.
+        end = 1
+        while end < len(node.body) and _is_import_line(node.body[end]):
+            end += 1
+        super().visit_Module(node.with_changes(body=node.body[: end + 1]))
+
     def _insert_empty_line(self, statements: list[_Statement]) -> list[_Statement]:
         return statements
+
+
+def _is_import_line(statement: _Statement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
+    )
 
 
 class _RemoveImportsKeepingLines(RemoveImportsVisitor):
