@@ -27,6 +27,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, QualifiedNameSource, Scope, ScopeProvider
 
+from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
 __all__ = [
@@ -227,7 +228,7 @@ class _Rewriter:
         self._warn = warn
         self._scopes: Mapping[cst.CSTNode, Scope | None] = {}
         self._lines: dict[cst.CSTNode, tuple[int, int]] = {}
-        self._pragmas: dict[int, _Pragma] = {}
+        self._pragmas: dict[int, Pragma] = {}
         self._call_lines: set[int] = set()
         self._imported: set[str] = set()  # local names bound by an import somewhere
 
@@ -249,7 +250,7 @@ class _Rewriter:
             for assignment in scope.assignments
             if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
         }
-        comments = _pragma_comments(module) if "scanrewrite" in module.code else []
+        comments = pragma_comments(module) if "scanrewrite" in module.code else []
         survey = _Survey(self._resolve)
         module.visit(survey)
         self._lines = _lines(module, {node for node, _ in (*comments, *survey.found)})
@@ -287,7 +288,7 @@ class _Rewriter:
             module = wrapper.visit(_RemoveImportsKeepingLines(replace(self._context, wrapper=wrapper)))
         return module
 
-    def _read_pragmas(self, comments: list[tuple[cst.Comment, _Pragma]]) -> None:
+    def _read_pragmas(self, comments: list[tuple[cst.Comment, Pragma]]) -> None:
         for comment, pragma in comments:
             line = self._lines[comment][0]
             if pragma.skip_file:
@@ -328,7 +329,7 @@ class _Rewriter:
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
-        pragma = self._pragmas.get(line, _Pragma())
+        pragma = self._pragmas.get(line, Pragma())
         if pragma.error is not None:
             self._skip(line, pragma.error)
         elif pragma.skip:
@@ -368,9 +369,9 @@ class _Rewriter:
         # A pragma counts on the call's first line or its last (closing-bracket) line,
         # never on a line in between: those belong to its arguments, and a pragma for a
         # nested call there must not leak out to this one.
-        pragma = self._pragmas.get(line, _Pragma())
+        pragma = self._pragmas.get(line, Pragma())
         if end_line != line:
-            pragma = pragma.merge(self._pragmas.get(end_line, _Pragma()))
+            pragma = pragma.merge(self._pragmas.get(end_line, Pragma()))
         if isinstance(resolved, str):
             self._skip(line, resolved)
             return None
@@ -387,7 +388,7 @@ class _Rewriter:
         self.rewritten.append(Rewritten(line, resolved.qualified_name))
         return resolved, plan
 
-    def _new_args(self, call: cst.Call, target: Target, pragma: _Pragma) -> list[cst.Arg] | str:
+    def _new_args(self, call: cst.Call, target: Target, pragma: Pragma) -> list[cst.Arg] | str:
         """The arguments to append to `call`, or the reason to leave it alone."""
         if pragma.error is not None:
             return pragma.error
@@ -706,54 +707,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-# -- pragmas --------------------------------------------------------------------------
-
-_PRAGMA = re.compile(r"#\s*scanrewrite\s*:\s*(?P<directive>[^#]*)")
-_UNROLL = re.compile(r"unroll\s*=\s*(?P<value>\S*)")
-
-
-@dataclass(frozen=True)
-class _Pragma:
-    """The `# scanrewrite: ...` directives on one line."""
-
-    skip: bool = False
-    skip_file: bool = False
-    unroll: int | None = None
-    error: str | None = None
-
-    @classmethod
-    def parse(cls, comment: str, *, top_level: bool) -> _Pragma | None:
-        """The directives in one comment; None when it has none."""
-        pragma = None
-        for match in _PRAGMA.finditer(comment):
-            directive = match.group("directive").strip()
-            pragma = (pragma or cls()).merge(cls._one(directive, top_level=top_level))
-        return pragma
-
-    @classmethod
-    def _one(cls, directive: str, *, top_level: bool) -> _Pragma:
-        if directive == "skip":
-            return cls(skip=True)
-        if directive == "skip-file":
-            if top_level:
-                return cls(skip_file=True)
-            return cls(error="skip-file pragma is not at top level")
-        unroll = _UNROLL.fullmatch(directive)
-        if unroll is not None:
-            value = unroll.group("value")
-            if value.isdigit() and value.isascii() and int(value) >= 1:
-                return cls(unroll=int(value))
-        return cls(error=f"malformed pragma {directive!r}")
-
-    def merge(self, other: _Pragma) -> _Pragma:
-        return _Pragma(
-            skip=self.skip or other.skip,
-            skip_file=self.skip_file or other.skip_file,
-            unroll=other.unroll if other.unroll is not None else self.unroll,
-            error=self.error or other.error,
-        )
-
-
 class _NodeCollector(cst.CSTVisitor):
     """Adds every node of the visited tree to a set."""
 
@@ -764,44 +717,6 @@ class _NodeCollector(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._nodes.add(node)
         return True
-
-
-class _CommentCollector(cst.CSTVisitor):
-    """Every comment in a module, and whether it sits outside all indented blocks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.comments: list[tuple[cst.Comment, bool]] = []
-        self._depth = 0
-
-    # The header (the rest of the `def ...:` line) is on a top-level line; the body and
-    # footer are inside the block.
-    def visit_IndentedBlock_body(self, node: cst.IndentedBlock) -> None:
-        self._depth += 1
-
-    def leave_IndentedBlock_body(self, node: cst.IndentedBlock) -> None:
-        self._depth -= 1
-
-    def visit_IndentedBlock_footer(self, node: cst.IndentedBlock) -> None:
-        self._depth += 1
-
-    def leave_IndentedBlock_footer(self, node: cst.IndentedBlock) -> None:
-        self._depth -= 1
-
-    def visit_Comment(self, node: cst.Comment) -> None:
-        self.comments.append((node, self._depth == 0))
-
-
-def _pragma_comments(module: cst.Module) -> list[tuple[cst.Comment, _Pragma]]:
-    """The comments in `module` that hold pragmas, in file order."""
-    collector = _CommentCollector()
-    module.visit(collector)
-    found = []
-    for comment, top_level in collector.comments:
-        pragma = _Pragma.parse(comment.value, top_level=top_level)
-        if pragma is not None:
-            found.append((comment, pragma))
-    return found
 
 
 # -- lines ----------------------------------------------------------------------------
