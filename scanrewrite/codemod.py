@@ -36,6 +36,7 @@ __all__ = [
     "ScanRewriteCommand",
     "Skipped",
     "SourceError",
+    "may_rewrite",
     "rewrite",
 ]
 
@@ -101,7 +102,7 @@ def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) ->
     """
     _check_options(unroll, checkpoint)
     parsed = _Parsed.from_bytes(source)
-    if not _may_call_a_target(source):
+    if not may_rewrite(source):
         return RewriteResult(source, (), ())
     rewriter = _Rewriter(unroll, checkpoint, CodemodContext())
     try:
@@ -114,42 +115,49 @@ def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) ->
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def _may_call_a_target(source: bytes) -> bool:
-    """False when no target can be named: every spelling of every target needs both its
-    last name in the text and its package in an import. Only a shortcut past the
-    metadata passes for the many files that never mention a scan (or only their own
-    scan); calls are still resolved by qualified name."""
+def may_rewrite(source: bytes) -> bool:
+    """False only if `rewrite(source)` certainly has nothing to rewrite or report.
+
+    A shortcut past libcst's metadata for the many files that never name a target:
+    resolving a name to `jax.lax.scan` needs an import that binds the target, its module
+    or a package above it (`jax`, `jax.lax`, ...) and the identifier `scan` somewhere
+    (a name, an attribute or an imported name). Checked with Python's own parser, ten
+    times faster than libcst's; source it rejects may change (the rewrite reports it), and
+    so may source with a pragma, which is reported even where nothing resolves.
+    """
+    if b"scanrewrite" in source:
+        return True
     if not any(
         target.qualified_name.rpartition(".")[2].encode() in source
         and target.qualified_name.partition(".")[0].encode() in source
         for target in TARGETS
     ):
         return False
-    # Pragmas are reported (a skip-file, a malformed one) even where nothing resolves.
-    return b"scanrewrite" in source or _imports_toward_a_target(source)
-
-
-def _imports_toward_a_target(source: bytes) -> bool:
-    """Whether some import in `source` could make a name resolve to a target.
-
-    libcst's qualified name for a name bound by `from M import N` starts with
-    ``M.N``, by `import P.Q` with ``P``, and by a relative import with a dot; so a
-    target needs `import` of its package or `from` a module above it. Checked with
-    Python's own parser (ten times faster than libcst's); True when that fails.
-    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
+    imports = names = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            if any(alias.name.partition(".")[0] in _PACKAGES for alias in node.names):
-                return True
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if any(target.qualified_name.startswith(f"{node.module}.") for target in TARGETS):
-                return True
+            # `import jax.numpy` binds `jax`; `import jax.lax as L` binds `jax.lax`.
+            imports = imports or any(
+                (alias.name if alias.asname else alias.name.partition(".")[0]) in _BINDINGS
+                for alias in node.names
+            )
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                bound = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
+                imports = imports or bound in _BINDINGS
+                names = names or alias.name in _LAST_NAMES
+        elif isinstance(node, ast.Attribute):
+            names = names or node.attr in _LAST_NAMES
+        elif isinstance(node, ast.Name):
+            names = names or node.id in _LAST_NAMES
+        if imports and names:
+            return True
     return False
 
 
@@ -561,7 +569,13 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
 
 
 _LAST_NAMES = frozenset(target.qualified_name.rpartition(".")[2] for target in TARGETS)
-_PACKAGES = frozenset(target.qualified_name.partition(".")[0] for target in TARGETS)
+#: What an import must bind for a name to resolve to a target: the target itself, its
+#: module, or a package above it ("jax", "jax.lax", "jax.lax.scan", ...).
+_BINDINGS = frozenset(
+    target.qualified_name.rsplit(".", depth)[0]
+    for target in TARGETS
+    for depth in range(target.qualified_name.count(".") + 1)
+)
 
 
 # -- arguments ------------------------------------------------------------------------

@@ -1,15 +1,14 @@
 """The work on one file, and running it over many files in a process pool.
 
 Reading, the decoding check and the cheap `scan` byte check happen in the calling
-process; only the files that may hold a scan call go to the pool. There, Python's own
-parser (`ast`, many times faster than libcst) rules out the files that import none of
-the known APIs, and only the rest go through the rewrite. Each file ends as a
-`FileResult`, errors included, so one bad file never stops the others.
+process; only the files that may hold a scan call go to the pool. There, the codemod's
+`may_rewrite` (Python's own parser, many times faster than libcst) rules out the files
+that import none of the known APIs, and only the rest go through the rewrite. Each file
+ends as a `FileResult`, errors included, so one bad file never stops the others.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -17,56 +16,15 @@ from dataclasses import dataclass
 
 import libcst
 
-from scanrewrite.codemod import RewriteResult, SourceError, rewrite
+from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
-from scanrewrite.targets import TARGETS
 
 #: Every call the rewrite knows has `scan` in its name or in the import that aliases it,
 #: so a file without these bytes cannot change and is not parsed.
 NEEDLE = b"scan"
-#: What an import must bind for a name to resolve to a known API: the API itself, its
-#: module, or a package above it ("jax", "jax.lax", "jax.lax.scan", ...).
-_BINDINGS = frozenset(
-    ".".join(parts[:end]) for parts in (t.qualified_name.split(".") for t in TARGETS) for end in range(1, len(parts) + 1)
-)
-#: The last part of each API's name, which every reference to it spells out.
-_LAST_NAMES = frozenset(target.qualified_name.rsplit(".", 1)[-1] for target in TARGETS)
-
-
-def may_change(source: bytes) -> bool:
-    """False only if the rewrite cannot find a known API in `source`.
-
-    The rewrite resolves names through imports, so a reference to `jax.lax.scan` needs an
-    import that binds one of `_BINDINGS` and an identifier `scan` (a name, an attribute
-    or an imported name). Source that Python's parser rejects (a syntax error, or syntax
-    newer than this Python) may change: the rewrite decides, and reports its errors.
-    """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return True
-    imports = names = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            # `import jax.numpy` binds `jax`; `import jax.lax as L` binds `jax.lax`.
-            imports = imports or any((a.name if a.asname else a.name.split(".")[0]) in _BINDINGS for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                bound = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
-                imports = imports or bound in _BINDINGS
-                names = names or alias.name in _LAST_NAMES
-        elif isinstance(node, ast.Attribute):
-            names = names or node.attr in _LAST_NAMES
-        elif isinstance(node, ast.Name):
-            names = names or node.id in _LAST_NAMES
-        if imports and names:
-            return True
-    return False
-
-
 def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
     """`scanrewrite.codemod.rewrite` of `source`, refusing a changed result that does not parse.
 
@@ -100,7 +58,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     (`original` itself when nothing changes or it fails).
     """
     try:
-        if not may_change(original):
+        if not may_rewrite(original):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
     except SourceError as exc:
