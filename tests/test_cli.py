@@ -22,7 +22,6 @@ from scanrewrite.codemod import rewrite
 from scanrewrite.concurrency import Task, process_file
 from scanrewrite.files import Source
 from scanrewrite.mode import Mode, WriteBack
-from scanrewrite.report import Changed
 
 SCAN = """\
 import jax
