@@ -127,11 +127,7 @@ def may_rewrite(source: bytes) -> bool:
     """
     if b"scanrewrite" in source:
         return True
-    if not any(
-        target.qualified_name.rpartition(".")[2].encode() in source
-        and target.qualified_name.partition(".")[0].encode() in source
-        for target in TARGETS
-    ):
+    if not any(last in source and package in source for last, package in _SPELLED):
         return False
     try:
         with warnings.catch_warnings():
@@ -569,6 +565,11 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
 
 
 _LAST_NAMES = frozenset(target.qualified_name.rpartition(".")[2] for target in TARGETS)
+#: The bytes every spelling of a target contains: its last name and its top package.
+_SPELLED = tuple(
+    (target.qualified_name.rpartition(".")[2].encode(), target.qualified_name.partition(".")[0].encode())
+    for target in TARGETS
+)
 #: What an import must bind for a name to resolve to a target: the target itself, its
 #: module, or a package above it ("jax", "jax.lax", "jax.lax.scan", ...).
 _BINDINGS = frozenset(
