@@ -6,6 +6,7 @@ the staged unit of `_staging`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -55,12 +56,20 @@ def identity(fn: Callable) -> Callable:
     return fn
 
 
+def _call(f: Callable, carry: Any, x: Any) -> Any:
+    return f(carry, x)
+
+
 def _steps(f: Callable, size: int, reverse: bool, rolled: bool) -> Callable:
     """`size` consecutive steps of `f`: (carry, xs) -> (carry, stacked ys).
 
     Straight-line code, or with `rolled` one `jax.lax.scan` over them.
     """
     if rolled:
+        try:
+            hash(f)
+        except TypeError:  # `jax.lax.scan` hashes its body; an `equinox.Module` of arrays cannot be
+            f = functools.partial(_call, f)
         return lambda carry, xs: jax.lax.scan(f, carry, xs, size, reverse)
 
     def run(carry, xs):
