@@ -138,7 +138,7 @@ def test_f_holding_arrays_is_not_cached_and_sees_its_arrays(make_f):
         f = make_f(w)
         actual = scan(f, init, XS, unroll=3)
         # `jax.lax.scan` itself cannot hash an `equinox.Module` of arrays, so it gets a wrapper.
-        expected = jax.lax.scan(lambda c, x: f(c, x), init, XS)
+        expected = jax.lax.scan(lambda c, x, f=f: f(c, x), init, XS)
         assert assert_trees_close(actual, expected, **TOL) == 2
     assert _staging.cache_size() == before
 
