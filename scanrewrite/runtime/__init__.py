@@ -52,6 +52,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             def outer(chunk, carry, chunked_xs, chunks):
                 return jax.lax.scan(chunk, carry, chunked_xs, chunks, reverse, 1, _split_transpose)
 
+            if layout.rolled_chunk and checkpoint is False:
+                # Rolled and not checkpointed, chunks only nest loops, and XLA:CPU then keeps
+                # the residuals of both loops (1.5x `lax.scan`'s memory): this is `lax.scan`.
+                return jax.lax.scan(get_f(), init, xs, length, reverse, 1, _split_transpose)
             n = scan_length(xs, length)
             return _chunks.chunked(
                 get_f(),
