@@ -204,3 +204,12 @@ def _line() -> int:
 
 def test_public_api_is_unchanged():
     assert scanrewrite.runtime.__all__ == ["eqxi_scan", "scan"]
+
+
+def test_entries_per_f_are_bounded(monkeypatch):
+    """A key that changes on every call (an inline `buffers=lambda c: ...`) cannot pile up."""
+    monkeypatch.setattr(_staging, "MAX_PER_F", 2)
+    f, before = Counted(), _staging.cache_size()
+    for unroll in (1, 2, 3):
+        scan(f, jnp.ones(3), XS, unroll=unroll)
+    assert _staging.cache_size() == before + 2
