@@ -126,4 +126,3 @@ def _line_break(like: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespac
 
 def _with_comma(arg: cst.Arg, whitespace_after: cst.BaseParenthesizableWhitespace) -> cst.Arg:
     return arg.with_changes(comma=cst.Comma(whitespace_after=whitespace_after))
-

@@ -8,14 +8,16 @@ added import adds only its own line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem, RemoveImportsVisitor
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, Scope
+
+from scanrewrite.codemod._import_order import add_import, sort_key
 
 __all__ = ["apply_scheduled_imports", "schedule_import_removal"]
 
@@ -25,8 +27,9 @@ def schedule_import_removal(
     wrapper: MetadataWrapper,
     scopes: Mapping[cst.CSTNode, Scope | None],
     callees: list[cst.BaseExpression],
-) -> None:
-    """Hand `RemoveImportsVisitor` the imports that only the replaced `callees` used.
+) -> set[int]:
+    """Hand `RemoveImportsVisitor` the imports that only the replaced `callees` used, and
+    return the indices of the top-level import lines it will remove whole.
 
     It removes an import only if nothing uses it any more; asking it only about
     imports with no other use in the original tree spares its whole-module pass in
@@ -37,6 +40,7 @@ def schedule_import_removal(
         callee.visit(_NodeCollector(replaced))
     context = replace(context, wrapper=wrapper)
     scheduled: set[tuple[str, Scope | None]] = set()
+    unused: dict[cst.CSTNode, set[str]] = {}  # import node -> names only the callees used
     for callee in callees:
         # The same spelling in the same scope finds the same imports.
         name = get_full_name_for_node(callee)
@@ -47,29 +51,64 @@ def schedule_import_removal(
             root = root.value
         if not isinstance(root, cst.Name):
             continue
-        if any(
-            isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
-            and all(access.node in replaced for access in assignment.references)
+        imports = [
+            assignment.node
             for assignment in scopes[root][root.value]
-        ):
+            if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
+            and all(access.node in replaced for access in assignment.references)
+        ]
+        if imports:
             RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
             if name is not None:
                 scheduled.add((name, scopes[callee]))
+            for node in imports:
+                unused.setdefault(node, set()).add(root.value)
+    return {
+        index
+        for index, statement in enumerate(wrapper.module.body)
+        if isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and statement.body[0] in unused
+        and _bound_names(statement.body[0]) <= unused[statement.body[0]]
+    }
 
 
-def apply_scheduled_imports(module: cst.Module, context: CodemodContext) -> cst.Module:
+def _bound_names(node: cst.BaseSmallStatement) -> set[str]:
+    """The names an import binds (``*`` for a star import, whose names are unknown)."""
+    assert isinstance(node, (cst.Import, cst.ImportFrom))
+    if isinstance(node.names, cst.ImportStar):
+        return {"*"}
+    if isinstance(node, cst.Import):
+        return {alias.evaluated_alias or alias.evaluated_name.partition(".")[0] for alias in node.names}
+    return {alias.evaluated_alias or alias.evaluated_name for alias in node.names}
+
+
+def apply_scheduled_imports(
+    module: cst.Module, context: CodemodContext, first_use: int | None = None, dropped: Collection[int] = ()
+) -> cst.Module:
     """`module` with the import additions and removals scheduled in `context` made.
 
     As `CodemodCommand.transform_module` would make them, except that removing an
     import keeps the blank lines and comments above it (libcst's
-    `RemoveImportsVisitor` drops them) and adding one adds only its own line
-    (libcst's `AddImportsVisitor` also adds a blank line after the import block
-    when there is none).
+    `RemoveImportsVisitor` drops them) and an added ``import x`` goes where import
+    sorters put it (see `_import_order`), before the top-level statement at index
+    `first_use`, adding only its own line and the blank lines a section needs.
+    `dropped` are the indices of the import lines that will be removed.
     """
-    if AddImportsVisitor.CONTEXT_KEY in context.scratch:
-        # Visited directly: `transform_module` would copy the tree for metadata
-        # that `AddImportsVisitor` does not use.
-        module = module.visit(_AddImportsOnly(context))
+    items = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
+    dropped = set(dropped)
+    for name in sorted({item.module for item in items if _plain(item)}, key=sort_key):
+        module, index = add_import(module, name, first_use, dropped)
+        if index is not None:
+            first_use = None if first_use is None else first_use + 1
+            dropped = {i + 1 if i >= index else i for i in dropped}
+    others = [item for item in items if not _plain(item)]
+    if others:
+        # Not scheduled by the rewrite, which adds only `import x`: as libcst would add
+        # them, visited directly (`transform_module` would copy the tree for metadata
+        # that `AddImportsVisitor` does not use).
+        scratch = {**context.scratch, AddImportsVisitor.CONTEXT_KEY: others}
+        module = module.visit(_AddImportsOnly(replace(context, scratch=scratch)))
     if RemoveImportsVisitor.CONTEXT_KEY in context.scratch:
         # As `transform_module`, without its deep copy of the tree: the only nodes
         # that occur twice in it are whitespace `append_args` reused, whose
@@ -77,6 +116,11 @@ def apply_scheduled_imports(module: cst.Module, context: CodemodContext) -> cst.
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper)))
     return module
+
+
+def _plain(item: ImportItem) -> bool:
+    """Whether `item` is a plain ``import x``."""
+    return item.obj_name is None and item.alias is None and not item.relative
 
 
 _Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
@@ -162,4 +206,3 @@ class _NodeCollector(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._nodes.add(node)
         return True
-

@@ -182,4 +182,3 @@ class _LineCounter(CodegenState):
         yield
         if node in self._nodes:
             self.lines[node] = (start, self.line)
-

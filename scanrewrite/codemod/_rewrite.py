@@ -162,9 +162,10 @@ class Rewriter:
         self.skipped.sort(key=lambda skipped: skipped.line)
         if not calls:
             return module
-        schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
-        module = module.visit(_ReplaceCalls(calls))
-        return apply_scheduled_imports(module, self._context)
+        dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
+        replacer = _ReplaceCalls(calls)
+        module = module.visit(replacer)
+        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
@@ -239,12 +240,27 @@ class _ReplaceCalls(cst.CSTTransformer):
     def __init__(self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]]) -> None:
         super().__init__()
         self._calls = calls
+        self._top_level: dict[cst.CSTNode, int] = {}
+        self._current: int | None = None
+        #: The index in the module's body of the first statement with a replaced call;
+        #: the import it needs must come before it.
+        self.first_use: int | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._top_level = {statement: index for index, statement in enumerate(node.body)}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self._top_level:
+            self._current = self._top_level[node]
+        return super().on_visit(node)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         planned = self._calls.get(original_node)
         if planned is None:
             return updated_node
         target, plan = planned
+        if self.first_use is None:
+            self.first_use = self._current
         func = cst.parse_expression(target.replacement).with_changes(
             lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
         )
