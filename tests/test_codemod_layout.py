@@ -11,7 +11,17 @@ import scanrewrite.codemod
 
 PACKAGE = Path(scanrewrite.codemod.__file__).parent
 #: Each part may import only the parts before it.
-LAYERS = ("_parsing", "_arguments", "_discovery", "_import_order", "_imports", "_rewrite", "_command", "__init__")
+LAYERS = (
+    "_parsing",
+    "_arguments",
+    "_discovery",
+    "_import_order",
+    "_imports",
+    "_rewrite",
+    "_writeback",
+    "_command",
+    "__init__",
+)
 MAX_LINES = 400
 
 
