@@ -22,6 +22,9 @@ class Mode:
     #: None leaves the runtime's default (checkpointed); "none" writes
     #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`.
     checkpoint: str | None = None
+    #: None writes no `levels=`; a positive int or "auto" writes it into every
+    #: rewritten call of a target that takes it (`jax.lax.scan`).
+    levels: int | str | None = None
 
 
 class WriteBack(enum.Enum):

@@ -38,14 +38,17 @@ def _parse_options(argv):
 
 
 def test_add_args_defaults_match_init():
-    assert _parse_options([]) == {"unroll": 4, "checkpoint": None}
-    assert _parse_options(["--unroll", "8", "--checkpoint", "dots_saveable"]) == {
+    assert _parse_options([]) == {"unroll": 4, "checkpoint": None, "levels": None}
+    assert _parse_options(["--unroll", "8", "--checkpoint", "dots_saveable", "--levels", "auto"]) == {
         "unroll": 8,
         "checkpoint": "dots_saveable",
+        "levels": "auto",
     }
 
 
-@pytest.mark.parametrize("argv", [["--unroll", "0"], ["--unroll", "x"], ["--checkpoint", "save_only_these_names"]])
+@pytest.mark.parametrize(
+    "argv", [["--unroll", "0"], ["--unroll", "x"], ["--checkpoint", "save_only_these_names"], ["--levels", "0"]]
+)
 def test_add_args_rejects_bad_values(argv, capsys):
     with pytest.raises(SystemExit):
         _parse_options(argv)

@@ -40,19 +40,31 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             help="write checkpoint=False ('none') or a jax.checkpoint_policies policy "
             "into each rewritten jax.lax.scan call (default: the runtime's default)",
         )
+        arg_parser.add_argument(
+            "--levels",
+            type=_levels,
+            default=None,
+            help="write levels=N (a positive integer) or levels='auto' into each rewritten "
+            "jax.lax.scan call: nested checkpointing (default: none written)",
+        )
 
     def __init__(
-        self, context: CodemodContext, unroll: int = 4, checkpoint: str | None = None
+        self,
+        context: CodemodContext,
+        unroll: int = 4,
+        checkpoint: str | None = None,
+        levels: int | str | None = None,
     ) -> None:
         super().__init__(context)
-        check_options(unroll, checkpoint)
+        check_options(unroll, checkpoint, levels)
         self.unroll = unroll
         self.checkpoint = checkpoint
+        self.levels = levels
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The rewrite, then the scheduled import additions and removals; each skipped
         call is also a warning. Raises `SkipFile` for a skip-file pragma."""
-        rewriter = Rewriter(self.unroll, self.checkpoint, self.context, warn=self.warn)
+        rewriter = Rewriter(self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels)
         return rewriter.transform(MetadataWrapper(tree))
 
 
@@ -65,3 +77,12 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def _levels(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None

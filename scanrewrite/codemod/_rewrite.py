@@ -36,6 +36,9 @@ class Rewritten:
     line: int
     #: The qualified name of the API that was called, e.g. ``"jax.lax.scan"``.
     api: str
+    #: What was asked for and not written, e.g.
+    #: ``"levels not written: equinox.internal.scan takes none"``.
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,21 +66,26 @@ class RewriteResult:
         return bool(self.rewritten)
 
 
-def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) -> RewriteResult:
+def rewrite(
+    source: bytes, *, unroll: int = 4, checkpoint: str | None = None, levels: int | str | None = None
+) -> RewriteResult:
     """Rewrite every recognised scan call in `source`.
 
     `unroll` (a positive int) is appended to each rewritten call that does not pass
     one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
     ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
-    ``checkpoint=jax.checkpoint_policies.NAME``); any other option value raises
-    `ValueError`. Source that cannot be decoded, parsed or reproduced byte for byte
-    raises `SourceError`. Everything that is not rewritten comes back byte for byte.
+    ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
+    positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
+    target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
+    its `Rewritten.note` says so). Any other option value raises `ValueError`. Source
+    that cannot be decoded, parsed or reproduced byte for byte raises `SourceError`.
+    Everything that is not rewritten comes back byte for byte.
     """
-    check_options(unroll, checkpoint)
+    check_options(unroll, checkpoint, levels)
     parsed = Parsed.from_bytes(source)
     if not may_rewrite(source):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext())
+    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels)
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -88,10 +96,12 @@ def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) ->
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def check_options(unroll: object, checkpoint: object) -> None:
-    """Raise `ValueError` naming the option unless both are valid for `rewrite`."""
+def check_options(unroll: object, checkpoint: object, levels: object = None) -> None:
+    """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+    if levels not in (None, "auto") and (isinstance(levels, bool) or not isinstance(levels, int) or levels < 1):
+        raise ValueError(f"`levels` must be a positive integer or 'auto', got {levels!r}")
     if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
         raise ValueError(
             f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
@@ -115,9 +125,11 @@ class Rewriter:
         checkpoint: str | None,
         context: CodemodContext,
         warn: Callable[[str], None] | None = None,
+        levels: int | str | None = None,
     ) -> None:
         self.unroll = unroll
         self.checkpoint = checkpoint
+        self.levels = levels
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
@@ -195,7 +207,13 @@ class Rewriter:
         )
         if writes_policy and not self._scopes[call]["jax"]:
             AddImportsVisitor.add_needed_import(self._context, "jax")
-        self.rewritten.append(Rewritten(line, resolved.qualified_name))
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        note = None
+        if levels is not None and "levels" not in resolved.keyword_only:
+            note = f"levels not written: {resolved.qualified_name} takes none"
+            if self._warn is not None:
+                self._warn(f"line {line}: {note}")
+        self.rewritten.append(Rewritten(line, resolved.qualified_name, note))
         return resolved, plan
 
     def _new_args(self, call: cst.Call, target: Target, pragma: Pragma) -> list[cst.Arg] | str:
@@ -221,6 +239,10 @@ class Rewriter:
             if self.checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
                 return "checkpoint policy needs `jax`, which is bound to something else here"
             new_args.append(keyword_arg("checkpoint", self._checkpoint_value()))
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
+            value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
+            new_args.append(keyword_arg("levels", value))
         return new_args
 
     def _checkpoint_value(self) -> cst.BaseExpression:
