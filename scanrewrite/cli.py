@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 import click
 from click.core import ParameterSource
@@ -25,6 +26,7 @@ from scanrewrite.files import (
     display_path,
     find_project_root,
     find_pyproject,
+    first_party_names,
     read_config,
 )
 from scanrewrite.mode import Mode, WriteBack
@@ -248,6 +250,8 @@ def main(
         ctx.exit(0)
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
+    # The added import goes where import sorters put it, before the project's own packages.
+    mode = replace(mode, first_party=first_party_names(root))
     if verbose:
         click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
     discovery = Discovery(

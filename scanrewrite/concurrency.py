@@ -30,7 +30,9 @@ def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
 
     Raises `SourceError` for source that cannot be parsed and for such a result.
     """
-    result = rewrite(source, unroll=mode.unroll, checkpoint=mode.checkpoint, levels=mode.levels)
+    result = rewrite(
+        source, unroll=mode.unroll, checkpoint=mode.checkpoint, levels=mode.levels, first_party=mode.first_party
+    )
     if result.changed:
         try:
             libcst.parse_module(result.code)

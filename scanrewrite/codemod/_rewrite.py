@@ -7,7 +7,7 @@ command (`_command.py`) both drive.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -67,7 +67,12 @@ class RewriteResult:
 
 
 def rewrite(
-    source: bytes, *, unroll: int = 4, checkpoint: str | None = None, levels: int | str | None = None
+    source: bytes,
+    *,
+    unroll: int = 4,
+    checkpoint: str | None = None,
+    levels: int | str | None = None,
+    first_party: Collection[str] = (),
 ) -> RewriteResult:
     """Rewrite every recognised scan call in `source`.
 
@@ -77,15 +82,17 @@ def rewrite(
     ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
     positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
     target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
-    its `Rewritten.note` says so). Any other option value raises `ValueError`. Source
-    that cannot be decoded, parsed or reproduced byte for byte raises `SourceError`.
-    Everything that is not rewritten comes back byte for byte.
+    its `Rewritten.note` says so). Any other option value raises `ValueError`.
+    `first_party` are the top-level names of the user's own packages, which import
+    sorters put after third-party ones such as the runtime: the added import goes where
+    they would put it. Source that cannot be decoded, parsed or reproduced byte for byte
+    raises `SourceError`. Everything that is not rewritten comes back byte for byte.
     """
     check_options(unroll, checkpoint, levels)
     parsed = Parsed.from_bytes(source)
     if not may_rewrite(source):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels)
+    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party)
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -126,10 +133,12 @@ class Rewriter:
         context: CodemodContext,
         warn: Callable[[str], None] | None = None,
         levels: int | str | None = None,
+        first_party: Collection[str] = (),
     ) -> None:
         self.unroll = unroll
         self.checkpoint = checkpoint
         self.levels = levels
+        self.first_party = first_party
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
@@ -177,7 +186,7 @@ class Rewriter:
         dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
         replacer = _ReplaceCalls(calls)
         module = module.visit(replacer)
-        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped)
+        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
