@@ -92,3 +92,23 @@ def test_runs_under_libcst_tool(tmp_path):
     assert (tmp_path / "untouched.py").read_text() == "import os\n"
     assert "WARNING: line 3: unroll may come from **kwargs" in done.stderr
     assert "Failed to codemod 0 files" in done.stderr
+
+
+def test_the_module_s_own_package_is_first_party():
+    source = textwrap.dedent(
+        """\
+        import os
+
+        import mypkg
+
+
+        def g(c, xs):
+            from jax import lax
+
+            return lax.scan(f, c, xs), lax.cond
+        """
+    )
+    context = CodemodContext(filename="mypkg/model.py", full_module_name="mypkg.model")
+    result = transform_module(ScanRewriteCommand(context), source)
+    assert isinstance(result, TransformSuccess)
+    assert result.code.startswith("import os\n\nimport scanrewrite.runtime\n\nimport mypkg\n")

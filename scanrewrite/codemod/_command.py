@@ -64,10 +64,13 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The rewrite, then the scheduled import additions and removals; each skipped
         call is also a warning. Raises `SkipFile` for a skip-file pragma."""
-        rewriter = Rewriter(self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels)
+        # The package of the module itself is first-party, as import sorters see it.
+        module_name = self.context.full_module_name
+        first_party = {module_name.partition(".")[0]} if module_name else set()
+        rewriter = Rewriter(
+            self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels, first_party=first_party
+        )
         return rewriter.transform(MetadataWrapper(tree))
-
-
 
 def _positive_int(text: str) -> int:
     try:
