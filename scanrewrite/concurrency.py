@@ -19,6 +19,7 @@ import libcst
 from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
 from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
 
@@ -57,6 +58,8 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     Returns the result, with its diff when `write_back` shows one, and the new code
     (`original` itself when nothing changes or it fails).
     """
+    if is_notebook(display):
+        return _rewrite_notebook_bytes(original, display, mode, write_back)
     try:
         if not may_rewrite(original):
             return FileResult(display), original
@@ -73,6 +76,33 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             tuple(call.line for call in result.rewritten),
             tuple((call.line, call.reason) for call in result.skipped),
             diff,
+        ),
+        result.code,
+    )
+
+
+def _rewrite_notebook_bytes(
+    original: bytes, display: str, mode: Mode, write_back: WriteBack
+) -> tuple[FileResult, bytes]:
+    """`rewrite_bytes` for a Jupyter notebook: calls and errors are located as `cell N:line L`."""
+    try:
+        result = rewrite_notebook(original, unroll=mode.unroll, checkpoint=mode.checkpoint)
+    except (NotebookError, SourceError) as exc:
+        return FileResult(display, error=(exc.line, exc.message)), original
+    except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
+        return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
+    diff = notebook_diff(result.changes, display) if result.changed and write_back.shows_diff else None
+    return (
+        FileResult(
+            display,
+            Changed.YES if result.changed else Changed.NO,
+            tuple(f"cell {cell}:line {line}" for cell, line, _ in result.rewritten),
+            tuple((f"cell {cell}:line {line}", reason) for cell, line, reason in result.skipped),
+            diff,
+            cell_errors=tuple(
+                (f"cell {cell}" if line is None else f"cell {cell}:line {line}", f"{message} (cell left as it is)")
+                for cell, line, message in result.unparsed
+            ),
         ),
         result.code,
     )

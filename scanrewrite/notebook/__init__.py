@@ -19,6 +19,8 @@ import json
 import secrets
 from dataclasses import dataclass
 
+import libcst
+
 from scanrewrite.codemod import SourceError, may_rewrite, rewrite
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
@@ -127,6 +129,7 @@ def rewrite_notebook(source: bytes, *, unroll: int = 4, checkpoint: str | None =
         raise SourceError(None, f"cannot split the rewritten cells ({exc}); please report this") from None
     sources = {index: code for index, code in sources.items() if code != notebook.cells[index].source}
     code = notebook.with_sources(sources).encode("utf-8")
+    _check(source, code, sources)
     changes = tuple(
         CellChange(numbers[index], notebook.cells[index].source, text) for index, text in sorted(sources.items())
     )
@@ -193,6 +196,26 @@ def _read(source: bytes) -> NotebookText:
     return notebook
 
 
+def _joined(document: dict) -> dict:
+    for cell in document.get("cells", ()):
+        if isinstance(cell.get("source"), list):
+            cell["source"] = "".join(cell["source"])
+    return document
+
+
+def _check(source: bytes, code: bytes, sources: dict[int, str]) -> None:
+    """Refuse a new notebook that differs from `source` in anything but the cells `sources` sets."""
+    expected = _joined(json.loads(source.decode("utf-8").removeprefix("\ufeff")))
+    for index, text in sources.items():
+        expected["cells"][index]["source"] = text
+    try:
+        actual = _joined(json.loads(code.decode("utf-8").removeprefix("\ufeff")))
+    except ValueError as exc:
+        raise SourceError(None, f"the rewritten notebook is not valid JSON ({exc}); please report this") from None
+    if actual != expected:
+        raise SourceError(None, "the rewritten notebook differs outside its cells' sources; please report this")
+
+
 def _is_python(document: dict) -> bool:
     metadata = document.get("metadata") or {}
     language = (metadata.get("kernelspec") or {}).get("language") or (metadata.get("language_info") or {}).get("name")
@@ -231,22 +254,30 @@ def _rewrite_cells(masked, unparsed, sources, salt, unroll, checkpoint):
         if not masked or not may_rewrite(code):
             return None, program
         try:
-            return rewrite(code, unroll=unroll, checkpoint=checkpoint), program
+            result = rewrite(code, unroll=unroll, checkpoint=checkpoint)
         except SourceError as exc:
             where = program.locate(exc.line) if exc.line is not None else None
-            if where is None:
+            if where is None or where[0] not in masked:
                 raise
             index, line = where
             unparsed[index] = (line, exc.message)
             del masked[index]
+            continue
+        if result.changed:
+            # As for a file: a rewrite that does not parse is refused, never written.
+            try:
+                libcst.parse_module(result.code)
+            except libcst.ParserSyntaxError as exc:
+                raise SourceError(None, f"the rewritten cells do not parse ({exc.message}); please report this") from None
+        return result, program
 
 
 def _calls(result, program: Program, numbers: dict[int, int], kind: str) -> tuple:
     calls = []
     for call in getattr(result, kind):
         index, line = program.locate(call.line) or (None, call.line)
-        detail = call.api if kind == "rewritten" else call.reason
-        calls.append((numbers.get(index, 0), line, detail))
+        if index in numbers:  # not in the names kept for the cells left alone
+            calls.append((numbers[index], line, call.api if kind == "rewritten" else call.reason))
     return tuple(calls)
 
 
