@@ -26,24 +26,27 @@ class Program:
     starts: tuple[tuple[int, int], ...]
     #: Keys of the cells to which the join added a final line break.
     completed: frozenset[int]
+    #: The line break of the markers, and of the lines the rewrite adds: the cells' first.
+    newline: str
 
     @classmethod
     def join(cls, cells: list[tuple[int, str]], salt: str) -> Program:
         """Join `cells`, pairs of (key, Python source), in order."""
+        newline = next((_newline(code) for _, code in cells if re.search(r"[\r\n]", code)), "\n")
         pieces = []
         starts = []
         completed = set()
         line = 1
         for key, code in cells:
-            pieces.append(f"# %% {salt} {key}\n")
+            pieces.append(f"# %% {salt} {key}{newline}")
             line += 1
             starts.append((key, line))
             if code and not code.endswith(("\n", "\r")):
-                code += "\n"
+                code += newline
                 completed.add(key)
             pieces.append(code)
             line += len(re.findall(r"\r\n|\r|\n", code))
-        return cls("".join(pieces), salt, tuple(starts), frozenset(completed))
+        return cls("".join(pieces), salt, tuple(starts), frozenset(completed), newline)
 
     def locate(self, line: int) -> tuple[int, int] | None:
         """(cell key, line within the cell) of line `line` of the module; None on a marker."""
@@ -59,7 +62,7 @@ class Program:
 
         Raises `ValueError` if the markers are not all there, once, in order.
         """
-        marker = re.compile(rf"^# %% {re.escape(self.salt)} (\d+)\n", re.MULTILINE)
+        marker = re.compile(rf"# %% {re.escape(self.salt)} (\d+){self.newline}")
         found = list(marker.finditer(code))
         keys = [int(match.group(1)) for match in found]
         if keys != [key for key, _ in self.starts] or (found and found[0].start() != 0):
@@ -68,8 +71,8 @@ class Program:
         for match, after in zip(found, [*found[1:], None]):
             key = int(match.group(1))
             text = code[match.end() : after.start() if after else len(code)]
-            if key in self.completed and text.endswith("\n"):
-                text = text[:-1]
+            if key in self.completed and text.endswith(self.newline):
+                text = text[: -len(self.newline)]
             cells[key] = text
         return cells
 
