@@ -38,7 +38,7 @@ class Masked:
 
     #: The cell as Python: the same lines, each IPython line replaced.
     code: str
-    #: Each masked line (without indentation and line end), and the text it replaced.
+    #: Each masked line and the line it replaced, both with indentation, without line end.
     lines: tuple[tuple[str, str], ...]
 
 
@@ -60,20 +60,22 @@ def mask(source: str, prefix: str) -> Masked | None:
     lines = _LINE.findall(source)
     state = _Scanner()
     continued = False
+    indent = ""
     for line in lines:
         body = line.rstrip("\r\n")
         end = line[len(body) :]
-        indent = _INDENT.match(body).group()
-        stripped = body[len(indent) :]
+        # A continuation line is masked at the indentation of the line it continues.
+        indent = indent if continued else _INDENT.match(body).group()
+        stripped = body.lstrip(" \t\f")
         ipython = continued or (
             state.at_statement_start
             and bool(stripped)
             and ((first_statement and magic is not None and stripped.startswith("%%")) or _is_ipython(stripped))
         )
         if ipython:
-            line_mask = reference_call(f"{prefix}{len(replaced)}__", [stripped])
-            replaced.append((line_mask, stripped))
-            out.append(indent + line_mask + end)
+            line_mask = indent + reference_call(f"{prefix}{len(replaced)}__", [stripped])
+            replaced.append((line_mask, body))
+            out.append(line_mask + end)
             continued = body.endswith("\\")
         else:
             out.append(line)

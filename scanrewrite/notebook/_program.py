@@ -151,7 +151,8 @@ def _end_of_top_imports(code: str, masks: str) -> int:
     for index, node in enumerate(tree.body if tree else ()):
         value = node.value if isinstance(node, ast.Expr) else None
         is_docstring = index == 0 and isinstance(value, ast.Constant) and isinstance(value.value, str)
-        is_masked = isinstance(value, ast.Name) and value.id.startswith(masks)
+        callee = value.func if isinstance(value, ast.Call) else None
+        is_masked = isinstance(callee, ast.Name) and callee.id.startswith(masks)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             end = node.end_lineno or end
         elif not (is_docstring or is_masked):
