@@ -14,9 +14,11 @@ nbformat (which validates the notebook) is imported only when a notebook is rewr
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import json
 import secrets
+import warnings
 from dataclasses import dataclass
 
 import libcst
@@ -181,7 +183,10 @@ def _read(source: bytes) -> NotebookText:
     import nbformat
 
     try:
-        nbformat.validate(document, version=4, relax_add_props=False)
+        with warnings.catch_warnings():
+            # e.g. "cell is missing an id field": a note for nbformat's own writer, not ours.
+            warnings.simplefilter("ignore")
+            nbformat.validate(copy.deepcopy(document), version=4)
     except nbformat.ValidationError as exc:
         where = "/".join(str(part) for part in getattr(exc, "absolute_path", ()) or ())
         message = str(getattr(exc, "message", exc)).splitlines()[0]
