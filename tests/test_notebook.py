@@ -86,6 +86,11 @@ CASES = [
         id="shell-assignments-indented-escapes-auto-call-and-continuations",
     ),
     pytest.param(
+        ["c = jax.lax.scan(step, 0, None, length=3)", "import jax"],
+        ["c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)", "import scanrewrite.runtime"],
+        id="import-cell-after-the-call-still-gets-the-import",
+    ),
+    pytest.param(
         ["# %% jupytext-style marker\nimport jax", "# %% another\n" + STEP + "\nc = jax.lax.scan(step, 0, None, length=3)\n"],
         ["# %% jupytext-style marker\nimport scanrewrite.runtime",
          "# %% another\n" + STEP + "\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n"],

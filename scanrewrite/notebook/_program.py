@@ -107,11 +107,13 @@ def place_import(before: dict[int, str], after: dict[int, str], target: int, mas
     lines = moved[target].splitlines(keepends=True)
     end = _end_of_top_imports(moved[target], masks)
     newline = _newline(moved[target])
-    if end and not lines[end - 1].endswith(("\n", "\r")):
-        lines[end - 1] += newline
-        lines.insert(end, _IMPORT)
-    else:
+    if end < len(lines) or lines and lines[-1].endswith(("\n", "\r")):
         lines.insert(end, _IMPORT + newline)
+    else:
+        # At the end of a cell whose last line (as Jupyter keeps it) has no line break.
+        if lines:
+            lines[-1] += newline
+        lines.append(_IMPORT)
     moved[target] = "".join(lines)
     return moved
 
