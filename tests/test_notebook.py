@@ -44,45 +44,91 @@ def sources(code: bytes) -> list:
 CASES = [
     pytest.param(
         ["import jax\nfrom jax import lax", STEP, "c, ys = lax.scan(step, 0, None, length=3)"],
-        ["import jax\nimport scanrewrite.runtime", STEP, "c, ys = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)"],
+        [
+            "import jax\nimport scanrewrite.runtime",
+            STEP,
+            "c, ys = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)",
+        ],
         id="call-in-one-cell-resolves-through-an-import-in-another",
     ),
     pytest.param(
-        [("markdown", "# Title"), "N = 3", ("markdown", "## Setup"), "import jax\nimport jax.numpy as jnp", STEP,
-         "a = jax.lax.scan(step, 0, None, length=N)\nb = jax.lax.scan(step, 1, None, length=N)"],
-        [("markdown", "# Title"), "N = 3", ("markdown", "## Setup"), "import jax.numpy as jnp\nimport scanrewrite.runtime", STEP,
-         "a = scanrewrite.runtime.scan(step, 0, None, length=N, unroll=4)\nb = scanrewrite.runtime.scan(step, 1, None, length=N, unroll=4)"],
+        [
+            ("markdown", "# Title"),
+            "N = 3",
+            ("markdown", "## Setup"),
+            "import jax\nimport jax.numpy as jnp",
+            STEP,
+            "a = jax.lax.scan(step, 0, None, length=N)\nb = jax.lax.scan(step, 1, None, length=N)",
+        ],
+        [
+            ("markdown", "# Title"),
+            "N = 3",
+            ("markdown", "## Setup"),
+            "import jax.numpy as jnp\nimport scanrewrite.runtime",
+            STEP,
+            "a = scanrewrite.runtime.scan(step, 0, None, length=N, unroll=4)\nb = scanrewrite.runtime.scan(step, 1, None, length=N, unroll=4)",
+        ],
         id="import-cell-after-markdown-and-a-settings-cell-gets-the-import-once",
     ),
     pytest.param(
-        ["!pip install -q jax\n%matplotlib inline", "%load_ext autoreload\n%autoreload 2\nimport jax", STEP,
-         "c = jax.lax.scan(step, 0, None, length=3)\n" + USE],
-        ["!pip install -q jax\n%matplotlib inline", "%load_ext autoreload\n%autoreload 2\nimport jax\nimport scanrewrite.runtime", STEP,
-         "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n" + USE],
+        [
+            "!pip install -q jax\n%matplotlib inline",
+            "%load_ext autoreload\n%autoreload 2\nimport jax",
+            STEP,
+            "c = jax.lax.scan(step, 0, None, length=3)\n" + USE,
+        ],
+        [
+            "!pip install -q jax\n%matplotlib inline",
+            "%load_ext autoreload\n%autoreload 2\nimport jax\nimport scanrewrite.runtime",
+            STEP,
+            "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n" + USE,
+        ],
         id="line-magics-and-shell-escapes-before-the-imports",
     ),
     pytest.param(
-        ["import jax\nfrom jax import lax", STEP,
-         "%%time\nc = lax.scan(step, 0, None, length=3)\n%timeit lax.scan(step, 0, None, length=3)"],
-        ["import jax\nfrom jax import lax\nimport scanrewrite.runtime", STEP,
-         "%%time\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n%timeit lax.scan(step, 0, None, length=3)"],
+        [
+            "import jax\nfrom jax import lax",
+            STEP,
+            "%%time\nc = lax.scan(step, 0, None, length=3)\n%timeit lax.scan(step, 0, None, length=3)",
+        ],
+        [
+            "import jax\nfrom jax import lax\nimport scanrewrite.runtime",
+            STEP,
+            "%%time\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n%timeit lax.scan(step, 0, None, length=3)",
+        ],
         id="time-cell-body-is-rewritten-timeit-line-is-not-and-keeps-its-import",
     ),
     pytest.param(
-        ["from jax import lax", STEP, "%%bash\necho lax.scan", "%%writefile model.py\nc = lax.scan(step, 0, None, length=3)",
-         "c = lax.scan(step, 0, None, length=3)\nlax.scan?\n?lax.scan\nlax.scan??"],
-        ["from jax import lax\nimport scanrewrite.runtime", STEP, "%%bash\necho lax.scan", "%%writefile model.py\nc = lax.scan(step, 0, None, length=3)",
-         "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\nlax.scan?\n?lax.scan\nlax.scan??"],
+        [
+            "from jax import lax",
+            STEP,
+            "%%bash\necho lax.scan",
+            "%%writefile model.py\nc = lax.scan(step, 0, None, length=3)",
+            "c = lax.scan(step, 0, None, length=3)\nlax.scan?\n?lax.scan\nlax.scan??",
+        ],
+        [
+            "from jax import lax\nimport scanrewrite.runtime",
+            STEP,
+            "%%bash\necho lax.scan",
+            "%%writefile model.py\nc = lax.scan(step, 0, None, length=3)",
+            "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\nlax.scan?\n?lax.scan\nlax.scan??",
+        ],
         id="bash-and-writefile-cells-and-help-lines-are-left-alone",
     ),
     pytest.param(
-        ["import jax", STEP,
-         "files = !ls\nfor name in files:\n    !echo {name}\n/print 1\n,print a b\n;print a b\n!pip install \\\n    jax\n"
-         "c = jax.lax.scan(step, 0, None, length=3)\ndoc = '''\n!not a shell line\n'''"],
+        [
+            "import jax",
+            STEP,
+            "files = !ls\nfor name in files:\n    !echo {name}\n/print 1\n,print a b\n;print a b\n!pip install \\\n    jax\n"
+            "c = jax.lax.scan(step, 0, None, length=3)\ndoc = '''\n!not a shell line\n'''",
+        ],
         # The shell line names `jax` (`!pip install jax`): its import stays.
-        ["import jax\nimport scanrewrite.runtime", STEP,
-         "files = !ls\nfor name in files:\n    !echo {name}\n/print 1\n,print a b\n;print a b\n!pip install \\\n    jax\n"
-         "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\ndoc = '''\n!not a shell line\n'''"],
+        [
+            "import jax\nimport scanrewrite.runtime",
+            STEP,
+            "files = !ls\nfor name in files:\n    !echo {name}\n/print 1\n,print a b\n;print a b\n!pip install \\\n    jax\n"
+            "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\ndoc = '''\n!not a shell line\n'''",
+        ],
         id="shell-assignments-indented-escapes-auto-call-and-continuations",
     ),
     pytest.param(
@@ -91,14 +137,23 @@ CASES = [
         id="import-cell-after-the-call-still-gets-the-import",
     ),
     pytest.param(
-        ["# %% jupytext-style marker\nimport jax", "# %% another\n" + STEP + "\nc = jax.lax.scan(step, 0, None, length=3)\n"],
-        ["# %% jupytext-style marker\nimport scanrewrite.runtime",
-         "# %% another\n" + STEP + "\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n"],
+        [
+            "# %% jupytext-style marker\nimport jax",
+            "# %% another\n" + STEP + "\nc = jax.lax.scan(step, 0, None, length=3)\n",
+        ],
+        [
+            "# %% jupytext-style marker\nimport scanrewrite.runtime",
+            "# %% another\n" + STEP + "\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n",
+        ],
         id="cells-that-hold-marker-like-comments",
     ),
     pytest.param(
         ["import jax", "x = (\n", STEP + "\nc = jax.lax.scan(step, 0, None, length=3)"],
-        ["import scanrewrite.runtime", "x = (\n", STEP + "\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)"],
+        [
+            "import scanrewrite.runtime",
+            "x = (\n",
+            STEP + "\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)",
+        ],
         id="a-cell-that-does-not-parse-is-left-alone-the-rest-rewritten",
     ),
 ]
@@ -117,7 +172,9 @@ NOOP = [
     pytest.param(["import jax", ("raw", "jax.lax.scan(step, 0, None, length=3)")], id="raw-cell"),
     pytest.param(["from jax import lax", "%%bash\nlax.scan(step, 0, None, length=3)"], id="bash-cell"),
     pytest.param(["from jax import lax", "%timeit lax.scan(step, 0, None, length=3)"], id="scan-inside-a-line-magic"),
-    pytest.param(["from jax import lax", STEP, "c = lax.scan(step, 0, None, length=3)  # scanrewrite: skip"], id="skip-pragma"),
+    pytest.param(
+        ["from jax import lax", STEP, "c = lax.scan(step, 0, None, length=3)  # scanrewrite: skip"], id="skip-pragma"
+    ),
     pytest.param(["import jax", "c = lax.scan(step, 0, None, length=3)"], id="lax-never-imported"),
     pytest.param([], id="no-cells"),
 ]
@@ -163,7 +220,9 @@ def test_names_in_a_cell_that_does_not_parse_keep_their_imports():
 
 
 def test_diff_names_each_changed_cell():
-    source = make(("markdown", "# Title"), "from jax import lax", "x = 1", STEP + "\nc = lax.scan(step, 0, None, length=3)")
+    source = make(
+        ("markdown", "# Title"), "from jax import lax", "x = 1", STEP + "\nc = lax.scan(step, 0, None, length=3)"
+    )
     result = rewrite_notebook(source, unroll=4)
     assert notebook_diff(result.changes, "nb/demo.ipynb").decode() == (
         "--- nb/demo.ipynb:cell 1\n"
@@ -182,7 +241,9 @@ def test_diff_names_each_changed_cell():
 
 
 BAD = [
-    pytest.param(b'{"cells": [\n  "x"\n', 3, "not a notebook: invalid JSON (Expecting ',' delimiter)", id="truncated-json"),
+    pytest.param(
+        b'{"cells": [\n  "x"\n', 3, "not a notebook: invalid JSON (Expecting ',' delimiter)", id="truncated-json"
+    ),
     pytest.param(b"[1, 2]", None, "not an nbformat 4 notebook (no nbformat version)", id="json-list"),
     pytest.param(
         json.dumps({"metadata": {}, "nbformat": 3, "nbformat_minor": 0, "worksheets": []}).encode(),
@@ -191,12 +252,16 @@ BAD = [
         id="nbformat-3",
     ),
     pytest.param(
-        json.dumps({"cells": [{"cell_type": "code", "source": "x"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}).encode(),
+        json.dumps(
+            {"cells": [{"cell_type": "code", "source": "x"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}
+        ).encode(),
         None,
         "not a valid nbformat 4 notebook: ",
         id="code-cell-without-outputs",
     ),
-    pytest.param(b'{"cells": [], "nbformat": 4, "x": "\xff"}', 1, "not a notebook: cannot decode as utf-8", id="not-utf-8"),
+    pytest.param(
+        b'{"cells": [], "nbformat": 4, "x": "\xff"}', 1, "not a notebook: cannot decode as utf-8", id="not-utf-8"
+    ),
 ]
 
 

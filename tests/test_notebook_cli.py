@@ -8,11 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import PLAIN, SCAN, invoke, project, rewritten, write  # noqa: F401 - `project` is a fixture
+from tests.test_cli import PLAIN, SCAN, invoke, rewritten, write
 from tests.test_notebook import make, sources
 
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder (with `.git`, as a root marker) that is the current folder."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    return tmp_path
+
+
 STEP = "def step(c, x):\n    return c + x, c"
-NOTEBOOK = make(("markdown", "# Demo"), "import jax\nfrom jax import lax", STEP, "%%time\nc = lax.scan(step, 0, None, length=3)\nkey = jax.random.PRNGKey(0)")
+NOTEBOOK = make(
+    ("markdown", "# Demo"),
+    "import jax\nfrom jax import lax",
+    STEP,
+    "%%time\nc = lax.scan(step, 0, None, length=3)\nkey = jax.random.PRNGKey(0)",
+)
 AFTER = make(
     ("markdown", "# Demo"),
     "import jax\nimport scanrewrite.runtime",
@@ -34,11 +49,22 @@ DIFF = (
     "+c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n"
     " key = jax.random.PRNGKey(0)\n"
 )
-BROKEN_CELL = make("import jax", "x = (\n", STEP + "\nc = jax.lax.scan(step, 0, None, length=3)\nkey = jax.random.PRNGKey(0)")
+BROKEN_CELL = make(
+    "import jax", "x = (\n", STEP + "\nc = jax.lax.scan(step, 0, None, length=3)\nkey = jax.random.PRNGKey(0)"
+)
 
 
 def test_folders_are_searched_for_notebooks_with_the_same_excludes(project: Path) -> None:
-    write(project, {"nb/demo.ipynb": NOTEBOOK, "build/gen.ipynb": NOTEBOOK, "old/x.ipynb": NOTEBOOK, "a.py": SCAN, "notes.txt": "jax.lax.scan"})
+    write(
+        project,
+        {
+            "nb/demo.ipynb": NOTEBOOK,
+            "build/gen.ipynb": NOTEBOOK,
+            "old/x.ipynb": NOTEBOOK,
+            "a.py": SCAN,
+            "notes.txt": "jax.lax.scan",
+        },
+    )
     (project / ".gitignore").write_text("old/\n")
     result = invoke(".")
     assert result.exit_code == 0, result.stderr
@@ -46,7 +72,11 @@ def test_folders_are_searched_for_notebooks_with_the_same_excludes(project: Path
     assert (project / "a.py").read_bytes() == rewritten(SCAN)
     assert (project / "build/gen.ipynb").read_bytes() == NOTEBOOK
     assert (project / "old/x.ipynb").read_bytes() == NOTEBOOK
-    assert result.stderr.splitlines() == ["rewritten a.py", "rewritten nb/demo.ipynb", "2 files rewritten (2 scan calls)"]
+    assert result.stderr.splitlines() == [
+        "rewritten a.py",
+        "rewritten nb/demo.ipynb",
+        "2 files rewritten (2 scan calls)",
+    ]
 
 
 def test_force_exclude_applies_to_named_notebooks(project: Path) -> None:
@@ -93,7 +123,10 @@ def test_unparsable_cell_is_reported_and_the_rest_written(project: Path) -> None
         "rewritten nb/broken.ipynb",
         "1 file rewritten (1 scan call), 1 file failed",
     ]
-    assert sources((project / "nb/broken.ipynb").read_bytes())[:2] == ["import jax\nimport scanrewrite.runtime", "x = (\n"]
+    assert sources((project / "nb/broken.ipynb").read_bytes())[:2] == [
+        "import jax\nimport scanrewrite.runtime",
+        "x = (\n",
+    ]
     # On stdin the result still comes out: an editor must never get an empty notebook back.
     piped = invoke("--stdin-filename", "x.ipynb", "-", input=BROKEN_CELL)
     assert piped.exit_code == 2 and piped.stdout_bytes == (project / "nb/broken.ipynb").read_bytes()
@@ -102,7 +135,11 @@ def test_unparsable_cell_is_reported_and_the_rest_written(project: Path) -> None
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        pytest.param(b'{"cells": [\n  "lax.scan"\n', "error: bad.ipynb:3: not a notebook: invalid JSON (Expecting ',' delimiter)", id="bad-json"),
+        pytest.param(
+            b'{"cells": [\n  "lax.scan"\n',
+            "error: bad.ipynb:3: not a notebook: invalid JSON (Expecting ',' delimiter)",
+            id="bad-json",
+        ),
         pytest.param(
             b'{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [{"input": "lax.scan"}]}]}',
             "error: bad.ipynb: not an nbformat 4 notebook (nbformat 3); convert it with `jupyter nbconvert --to notebook`",
@@ -133,17 +170,23 @@ print("nbformat" in sys.modules, "jax" in sys.modules, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize(("paths", "nbformat"), [(["a.py"], False), (["a.py", "demo.ipynb"], True)], ids=["python", "notebook"])
+@pytest.mark.parametrize(
+    ("paths", "nbformat"), [(["a.py"], False), (["a.py", "demo.ipynb"], True)], ids=["python", "notebook"]
+)
 def test_nbformat_only_for_notebooks_and_never_jax(tmp_path: Path, paths: list[str], nbformat: bool) -> None:
     write(tmp_path, {"a.py": SCAN, "demo.ipynb": NOTEBOOK})
-    done = subprocess.run([sys.executable, "-c", CHECK_IMPORTS, *paths], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, *paths], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.stderr.splitlines()[-1] == f"{nbformat} False", done.stderr
 
 
 def test_process_pool(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     write(tmp_path, {"a.ipynb": NOTEBOOK, "b.ipynb": NOTEBOOK, "c.ipynb": BROKEN_CELL, "d.py": PLAIN})
-    done = subprocess.run([sys.executable, "-m", "scanrewrite", "-j2", "."], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "scanrewrite", "-j2", "."], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     assert (tmp_path / "a.ipynb").read_bytes() == (tmp_path / "b.ipynb").read_bytes() == AFTER
     assert done.stderr.splitlines()[-1] == "3 files rewritten (3 scan calls), 1 left unchanged, 1 file failed"

@@ -17,8 +17,10 @@ from scanrewrite.notebook import rewrite_notebook
 IMPORTS = "import jax\nfrom jax import lax"
 IMPORTS_AFTER = "import jax\nimport scanrewrite.runtime"
 CALL = "def f(c, x):\n    return c + x, c\n\n\nc, ys = lax.scan(f, 0.0, None, length=3)\nc"
-CALL_AFTER = "def f(c, x):\n    return c + x, c\n\n\nc, ys = scanrewrite.runtime.scan(f, 0.0, None, length=3, unroll=4)\nc"
-MARKDOWN = "# Título — naïve café ☕\n\nNon-ASCII text in markdown, \"quotes\", tabs\tand a backslash \\ here."
+CALL_AFTER = (
+    "def f(c, x):\n    return c + x, c\n\n\nc, ys = scanrewrite.runtime.scan(f, 0.0, None, length=3, unroll=4)\nc"
+)
+MARKDOWN = '# Título — naïve café ☕\n\nNon-ASCII text in markdown, "quotes", tabs\tand a backslash \\ here.'
 
 
 def code(source: str, **extra) -> dict:
@@ -85,10 +87,19 @@ LAYOUTS = [
     pytest.param(dict(ensure_ascii=False), "", {"order": nbformat_first}, id="colab-no-indent"),
     pytest.param(dict(separators=(",", ":"), ensure_ascii=False), "", {}, id="compact-separators"),
     pytest.param(dict(indent=1, sort_keys=True, ensure_ascii=True), "\n", {}, id="ascii-escaped"),
-    pytest.param(dict(indent=4, ensure_ascii=False), "\n", {"order": lambda keys: sorted(keys, reverse=True)}, id="4-spaces-reversed-keys"),
+    pytest.param(
+        dict(indent=4, ensure_ascii=False),
+        "\n",
+        {"order": lambda keys: sorted(keys, reverse=True)},
+        id="4-spaces-reversed-keys",
+    ),
     pytest.param(dict(indent="\t", sort_keys=True, ensure_ascii=False), "\n", {}, id="tabs"),
-    pytest.param(dict(indent=1, sort_keys=True, ensure_ascii=False), "\n", {"as_string": True}, id="source-as-one-string"),
-    pytest.param(dict(indent=2, ensure_ascii=True), "", {"as_string": True, "minor": 4}, id="one-string-ascii-nbformat-4.4"),
+    pytest.param(
+        dict(indent=1, sort_keys=True, ensure_ascii=False), "\n", {"as_string": True}, id="source-as-one-string"
+    ),
+    pytest.param(
+        dict(indent=2, ensure_ascii=True), "", {"as_string": True, "minor": 4}, id="one-string-ascii-nbformat-4.4"
+    ),
     pytest.param(dict(indent=1, sort_keys=True, ensure_ascii=False), "\r\n", {}, id="crlf-after-json"),
 ]
 
@@ -128,7 +139,9 @@ CELL_LAYOUTS = [
         id="crlf-inside-sources",
     ),
     pytest.param("from jax import lax", "import scanrewrite.runtime", id="one-line-cell"),
-    pytest.param("import jax\nfrom jax import lax\n", "import jax\nimport scanrewrite.runtime\n", id="trailing-newline"),
+    pytest.param(
+        "import jax\nfrom jax import lax\n", "import jax\nimport scanrewrite.runtime\n", id="trailing-newline"
+    ),
 ]
 
 
@@ -145,14 +158,19 @@ def test_cell_line_breaks_are_kept(imports, imports_after, indent):
 
 def test_lines_that_do_not_change_keep_their_own_escapes():
     # A writer that escaped "/" and one non-ASCII character but not another: untouched lines keep it.
-    before = dump(notebook(IMPORTS, CALL + "\nprint('a/b é')"), dict(indent=1, sort_keys=True, ensure_ascii=False), "\n")
+    before = dump(
+        notebook(IMPORTS, CALL + "\nprint('a/b é')"), dict(indent=1, sort_keys=True, ensure_ascii=False), "\n"
+    )
     before = before.replace(b"print('a/b \xc3\xa9')", b"print('a\\/b \\u00e9')")
     result = rewrite_notebook(before, unroll=4)
     assert b"print('a\\/b \\u00e9')" in result.code
     assert b"scanrewrite.runtime.scan(f, 0.0, None, length=3, unroll=4)" in result.code
-    assert result.code.replace(b"scanrewrite.runtime.scan(f, 0.0, None, length=3, unroll=4)", b"lax.scan(f, 0.0, None, length=3)").replace(
-        b'"import jax\\n",\n    "import scanrewrite.runtime"', b'"import jax\\n",\n    "from jax import lax"'
-    ) == before
+    assert (
+        result.code.replace(
+            b"scanrewrite.runtime.scan(f, 0.0, None, length=3, unroll=4)", b"lax.scan(f, 0.0, None, length=3)"
+        ).replace(b'"import jax\\n",\n    "import scanrewrite.runtime"', b'"import jax\\n",\n    "from jax import lax"')
+        == before
+    )
 
 
 def test_byte_order_mark_is_kept():

@@ -178,7 +178,9 @@ def _read(source: bytes) -> NotebookText:
     version = document.get("nbformat") if isinstance(document, dict) else None
     if version != 4:
         found = "no nbformat version" if version is None else f"nbformat {version!r}"
-        raise NotebookError(None, f"not an nbformat 4 notebook ({found}); convert it with `jupyter nbconvert --to notebook`")
+        raise NotebookError(
+            None, f"not an nbformat 4 notebook ({found}); convert it with `jupyter nbconvert --to notebook`"
+        )
     # Imported here: the command line loads it only when it meets a notebook.
     import nbformat
 
@@ -190,12 +192,16 @@ def _read(source: bytes) -> NotebookText:
     except nbformat.ValidationError as exc:
         where = "/".join(str(part) for part in getattr(exc, "absolute_path", ()) or ())
         message = str(getattr(exc, "message", exc)).splitlines()[0]
-        raise NotebookError(None, f"not a valid nbformat 4 notebook: {where + ': ' if where else ''}{message}") from None
+        raise NotebookError(
+            None, f"not a valid nbformat 4 notebook: {where + ': ' if where else ''}{message}"
+        ) from None
     try:
         notebook = NotebookText.parse(text)
     except (JSONLayoutError, RecursionError) as exc:
         raise SourceError(None, f"cannot locate the cells in the JSON ({exc}); please report this") from None
-    sources = ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"] for cell in document["cells"]]
+    sources = [
+        "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"] for cell in document["cells"]
+    ]
     if sources != [cell.source for cell in notebook.cells]:
         raise SourceError(None, "cannot locate the cells in the JSON; please report this")
     return notebook
@@ -273,7 +279,9 @@ def _rewrite_cells(masked, unparsed, sources, salt, unroll, checkpoint):
             try:
                 libcst.parse_module(result.code)
             except libcst.ParserSyntaxError as exc:
-                raise SourceError(None, f"the rewritten cells do not parse ({exc.message}); please report this") from None
+                raise SourceError(
+                    None, f"the rewritten cells do not parse ({exc.message}); please report this"
+                ) from None
         return result, program
 
 

@@ -190,9 +190,7 @@ def _split(text: str, like: list[str]) -> list[str]:
     Jupyter splits after each `\\n`, as `like` usually shows; a writer that split
     otherwise gets Python's `splitlines`, as nbformat does.
     """
-    after_newline = all(line.endswith("\n") for line in like[:-1]) and all(
-        "\n" not in line[:-1] for line in like
-    )
+    after_newline = all(line.endswith("\n") for line in like[:-1]) and all("\n" not in line[:-1] for line in like)
     if after_newline:
         lines = re.findall(r"[^\n]*\n|[^\n]+$", text)
     else:

@@ -68,7 +68,7 @@ class Program:
         if keys != [key for key, _ in self.starts] or (found and found[0].start() != 0):
             raise ValueError("the cell markers did not survive the rewrite")
         cells = {}
-        for match, after in zip(found, [*found[1:], None]):
+        for match, after in zip(found, [*found[1:], None], strict=True):
             key = int(match.group(1))
             text = code[match.end() : after.start() if after else len(code)]
             if key in self.completed and text.endswith(self.newline):
