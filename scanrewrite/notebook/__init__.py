@@ -93,8 +93,8 @@ def rewrite_notebook(source: bytes, *, unroll: int = 4, checkpoint: str | None =
     kernel is not Python, and cells whose cell magic is not Python (`%%bash`), are left as
     they are; a code cell that cannot be parsed is left as it is and listed in `unparsed`.
     """
-    notebook = _read(source)
-    if not _is_python(json.loads(notebook.text)):
+    notebook, document = _read(source)
+    if not _is_python(document):
         return NotebookResult(source, (), (), (), ())
     numbers = {}
     for cell in notebook.cells:
@@ -163,7 +163,8 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _read(source: bytes) -> NotebookText:
+def _read(source: bytes) -> tuple[NotebookText, dict]:
+    """The notebook's cells located in its text, and its parsed JSON; raises `NotebookError`."""
     try:
         text = source.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -204,7 +205,7 @@ def _read(source: bytes) -> NotebookText:
     ]
     if sources != [cell.source for cell in notebook.cells]:
         raise SourceError(None, "cannot locate the cells in the JSON; please report this")
-    return notebook
+    return notebook, document
 
 
 def _joined(document: dict) -> dict:
@@ -269,7 +270,8 @@ def _rewrite_cells(masked, unparsed, sources, salt, unroll, checkpoint):
         except SourceError as exc:
             where = program.locate(exc.line) if exc.line is not None else None
             if where is None or where[0] not in masked:
-                raise
+                # The joined module's line means nothing to the user: say no line.
+                raise SourceError(None, exc.message) from None
             index, line = where
             unparsed[index] = (line, exc.message)
             del masked[index]
