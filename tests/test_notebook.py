@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scanrewrite.notebook import NotebookError, notebook_diff, rewrite_notebook
 from scanrewrite.notebook._magics import mask, unmask
@@ -299,3 +301,33 @@ def test_place_import_moves_an_import_the_rewrite_put_in_another_cell():
     moved = place_import(before, after, 2, "__ipython_t_")
     assert moved == {0: "x = 1", 2: "__ipython_t_0__()\nimport jax\nimport scanrewrite.runtime\n\ny = 2", 3: "c = g()"}
     assert place_import(before, moved, 2, "__ipython_t_") == moved
+
+
+_LINES = [
+    "x = 1",
+    "import jax",
+    "c = jax.lax.scan(step, 0, None, length=3)",
+    "# a comment?",
+    "",
+    "   ",
+    "%timeit f(x)",
+    "!pip install -q 'jax[cpu]'",
+    "files = !ls *.py",
+    "jax.lax.scan?",
+    "??jax",
+    "/print 1 2",
+    ",print a b",
+    "y = [1,\n     2]",
+    's = """\n%not a magic\n!nor a shell line?\n"""',
+    "for i in range(2):\n    !echo $i\n    %time f(i)",
+    "!echo one \\\n  two",
+]
+
+
+@given(st.lists(st.sampled_from(_LINES), max_size=8), st.sampled_from(["\n", "\r\n"]))
+def test_mask_always_parses_and_unmask_restores_byte_for_byte(lines, newline):
+    cell = newline.join(line.replace("\n", newline) for line in lines)
+    masked = mask(cell, "__ipython_t_")
+    compile(masked.code, "<cell>", "exec")
+    assert len(masked.code.splitlines()) == len(cell.splitlines())
+    assert unmask(masked.code, masked) == cell

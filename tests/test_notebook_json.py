@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scanrewrite.notebook import rewrite_notebook
 
@@ -178,3 +180,29 @@ def test_byte_order_mark_is_kept():
     before = b"\xef\xbb\xbf" + dump(notebook(IMPORTS, CALL), style, "\n")
     result = rewrite_notebook(before, unroll=4)
     assert result.code == b"\xef\xbb\xbf" + dump(notebook(IMPORTS_AFTER, CALL_AFTER), style, "\n")
+
+
+# Any text in markdown, outputs and string literals, in any of the layouts above.
+_STYLES = [
+    dict(indent=1, sort_keys=True, ensure_ascii=False),
+    dict(indent=2, ensure_ascii=True),
+    dict(ensure_ascii=False),
+    dict(separators=(",", ":"), ensure_ascii=True),
+]
+
+
+@given(
+    text=st.text(max_size=40),
+    style=st.sampled_from(_STYLES),
+    end=st.sampled_from(["", "\n"]),
+    as_string=st.booleans(),
+)
+def test_any_text_round_trips(text, style, end, as_string):
+    def document(imports, call):
+        built = notebook(imports, f"{call}\ns = {text!r}", as_string=as_string)
+        built["cells"][0]["source"] = text
+        built["cells"][1]["outputs"][0]["text"] = text
+        return built
+
+    result = rewrite_notebook(dump(document(IMPORTS, CALL), style, end), unroll=4)
+    assert result.code == dump(document(IMPORTS_AFTER, CALL_AFTER), style, end)
