@@ -129,7 +129,8 @@ class Report:
 
         - 0: nothing to do, or every changed file was written (or diffed, without `--check`);
         - 1: under `--check`, at least one file would change and none failed;
-        - 2: at least one file failed (could not be read, decoded, parsed or written).
+        - 2: at least one file failed (could not be read, decoded, parsed or written, or
+          is a notebook with a cell that could not be parsed).
           Bad options exit 2 too, through click, before any file is read.
         """
         if self.failure_count:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from scanrewrite.mode import WriteBack
+from scanrewrite.report import Changed, FileResult, Report
 from tests.test_cli import PLAIN, SCAN, invoke, rewritten, write
 from tests.test_notebook import make, sources
 
@@ -157,6 +159,15 @@ def test_bad_notebook_is_one_line_exit_2_nothing_written(project: Path, content:
     assert (project / "nb/demo.ipynb").read_bytes() == AFTER
     stdin = invoke("--stdin-filename", "bad.ipynb", "-", input=content)
     assert (stdin.exit_code, stdin.stdout) == (2, "")
+
+
+def test_report_counts_a_notebook_with_a_bad_cell_as_changed_and_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    report = Report(WriteBack.CHECK)
+    report.record(
+        FileResult("nb.ipynb", Changed.YES, ("cell 3:line 2",), cell_errors=(("cell 4:line 1", "cannot parse: x"),))
+    )
+    assert (report.change_count, report.failure_count, report.rewritten_calls, report.return_code) == (1, 1, 1, 2)
+    assert capsys.readouterr().err.splitlines() == ["error: nb.ipynb:cell 4:line 1: cannot parse: x", "would rewrite nb.ipynb"]
 
 
 CHECK_IMPORTS = """
