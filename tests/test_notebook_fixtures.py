@@ -128,7 +128,9 @@ def _record_runtime_calls(monkeypatch, tag: str) -> dict[str, set]:
         def counting(*args, _original=original, _function=function, **kwargs):
             caller = inspect.getframeinfo(sys._getframe(1))
             if caller.filename.startswith(f"<{tag} cell "):
-                sites[_function].add((caller.filename, caller.positions.lineno))
+                # Python 3.10 has no positions; its frame line is the call's line there.
+                where = getattr(caller, "positions", None)
+                sites[_function].add((caller.filename, where.lineno if where else caller.lineno))
             return _original(*args, **kwargs)
 
         monkeypatch.setattr(scanrewrite.runtime, function, functools.wraps(original)(counting))

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _override, _staging
+from scanrewrite.runtime._compat import lax_unroll
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
 
 __all__ = ["eqxi_scan", "scan"]
@@ -44,7 +45,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     check_checkpoint(checkpoint)
     n = scan_length(xs, length)
     if n == 0:
-        return jax.lax.scan(f, init, xs, length, reverse, unroll, _split_transpose)
+        return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
     layout = _chunks.layout()
 
     def build(get_f):
