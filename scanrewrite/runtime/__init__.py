@@ -19,7 +19,9 @@ from typing import Any, Literal, TypeVar
 import jax
 import jax.numpy as jnp
 
-__all__ = ["eqxi_scan", "scan"]
+from scanrewrite.runtime._override import ORIGINAL, Site, call_site, override, record_sites, resolve
+
+__all__ = ["ORIGINAL", "Site", "eqxi_scan", "override", "record_sites", "scan"]
 
 _Carry = TypeVar("_Carry")
 _X = TypeVar("_X")
@@ -202,6 +204,13 @@ def scan(
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
     _check_unroll(unroll)
+    resolved = resolve(call_site(), unroll=unroll, checkpoint=checkpoint)
+    return _scan(f, init, xs, length, reverse, _split_transpose, **resolved)
+
+
+def _scan(f, init, xs, length, reverse, _split_transpose, *, unroll, checkpoint):
+    if unroll is ORIGINAL:
+        return jax.lax.scan(f, init, xs, length, reverse, 1, _split_transpose)
     chunk_wrapper = _wrapper(checkpoint, prevent_cse=False)
     n = _scan_length(xs, length)
     if n == 0:
@@ -257,6 +266,9 @@ def eqxi_scan(
     import equinox.internal as eqxi
 
     _check_unroll(unroll)
+    unroll = resolve(call_site(), unroll=unroll)["unroll"]
+    if unroll is ORIGINAL:
+        return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     if kind not in ("lax", "checkpointed"):
         raise ValueError(f"`kind` must be 'lax' or 'checkpointed', got {kind!r}")
     is_int = isinstance(checkpoints, int) and not isinstance(checkpoints, bool)
@@ -265,7 +277,7 @@ def eqxi_scan(
     init, xs = jax.tree_util.tree_map(jnp.asarray, (init, xs))
     if kind == "lax":
         # equinox.internal.scan(kind="lax") is jax.lax.scan and ignores the other options.
-        return scan(f, init, xs, length, unroll=unroll)
+        return _scan(f, init, xs, length, False, False, unroll=unroll, checkpoint=True)
     n = _scan_length(xs, length)
     if n == 0:
         return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
