@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scanrewrite.runtime._override import Site
-from scanrewrite.tune._select import Budget, Candidate, Timing
+from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
 
 HEADER = (
     "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory (MiB) | vs lax.scan "
@@ -63,6 +63,11 @@ class SiteReport:
     pick: Candidate | None
     reason: str
 
+    @property
+    def over_budget(self) -> bool:
+        """Whether no candidate fitted the memory budget (the pick is the least memory)."""
+        return self.reason.startswith(OVER_BUDGET)
+
     def table(self, name: Callable[[Site], str] = str) -> str:
         heading = (
             f"{name(self.site)} ({self.kind}, written unroll={self.written.get('unroll')!r}): "
@@ -93,8 +98,8 @@ class TuneReport:
     warmup: int = 0
     #: The device and jax version measured on.
     device: str = ""
-    #: One line per candidate that failed, `path:line: candidate: reason`.
-    errors: list[str] = field(default_factory=list)
+    #: (site, `candidate: reason`) for each candidate that failed to compile or run.
+    errors: list[tuple[Site, str]] = field(default_factory=list)
 
     @property
     def picks(self) -> dict[Site, Candidate]:

@@ -65,7 +65,7 @@ def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
 def parse_policies(text: str | Sequence[str]) -> tuple[str, ...]:
     """Checkpoint modes to try besides the written one: `none` (`checkpoint=False`),
     `checkpoint` (`True`), or names of `jax.checkpoint_policies`; comma-separated in a string."""
-    names = [name.strip() for name in text.split(",")] if isinstance(text, str) else list(text)
+    names = [name.strip() for name in text.split(",") if name.strip()] if isinstance(text, str) else list(text)
     known = ("none", "checkpoint", *CHECKPOINT_POLICIES)
     for name in names:
         if name not in known:
@@ -149,6 +149,10 @@ class Option:
     error: str | None = None
 
 
+#: The reason given when no candidate fits the memory budget.
+OVER_BUDGET = "no candidate fits the memory budget: the least memory"
+
+
 def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None, str]:
     """The pick among `options`, and why.
 
@@ -163,7 +167,7 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     fits = [o for o in ran if limit is None or o.temp_bytes is None or o.temp_bytes <= limit]
     if not fits:
         least = min(ran, key=lambda o: (o.temp_bytes, o.timing.median))
-        return least, "no candidate fits the memory budget: the least memory"
+        return least, OVER_BUDGET
     fastest = min(fits, key=lambda o: o.timing.median)
     ties = [
         o for o in fits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -15,7 +16,6 @@ from scanrewrite.tune._select import (
     Budget,
     Candidate,
     Option,
-    Timing,
     TuneError,
     candidates,
     choose,
@@ -118,64 +118,72 @@ def tune(
         )
         for site, settings in found.items()
     }
-    progress.begin(2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats)
+    total = 2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats
+    progress.begin(total)
 
+    program.warm_up([BASELINE, ()])
     baseline = program.compile(BASELINE)
     progress.advance("lax.scan at every site")
     if baseline.error is not None:
         raise TuneError(f"the function with every site as lax.scan {baseline.error}")
-    as_written = program.compile(())
+    program.compile(())
     progress.advance("as written")
-    base_row = lambda timing: Row(
-        "lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timing
-    )
     limit = budget.limit(baseline.temp_bytes) if budget else None
-    errors: list[str] = []
     picks: dict[Site, Candidate] = {}
-    reports = []
-    for site, settings in found.items():
-        held = {other: picks.get(other) for other in found if other != site}
+    reports: dict[Site, SiteReport] = {}
+    errors: dict[Site, list[tuple[Site, str]]] = {}
+
+    def tune_site(site: Site, settings: Mapping[str, Any]) -> SiteReport:
+        """One site's round: each candidate compiled with the other sites held at their picks
+        (or as written), all timed interleaved with lax.scan at every site; the pick."""
+        held = {other: picks[other] for other in found if other != site and other in picks}
         compiled = []
         for candidate in tried[site]:
-            config = _config(
-                {**{s: c for s, c in held.items() if c is not None}, site: candidate}, found
-            )
-            compiled.append((candidate, config, program.compile(config)))
-            progress.advance(f"{site.path.rsplit('/', 1)[-1]}:{site.line} {candidate}")
-        ok = [entry for entry in compiled if entry[2].error is None]
+            config = _config({**held, site: candidate}, found)
+            compiled.append((candidate, program.compile(config)))
+            progress.advance(f"{os.path.basename(site.path)}:{site.line} {candidate}")
+        ok = [result for _, result in compiled if result.error is None]
         timings = program.time(
-            [program.compile(BASELINE)] + [c for _, _, c in ok], repeats, warmup,
-            lambda: progress.advance(f"timing {site.line}"),
+            [baseline, *ok], repeats, warmup, lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}")
         )
         if isinstance(timings[0], str):
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
-        timing_of = {id(c): t for (_, _, c), t in zip(ok, timings[1:])}
-        rows, options = [], []
-        for candidate, config, result in compiled:
+        timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
+        rows, options, errors[site] = [], [], []
+        for candidate, result in compiled:
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
             if error is not None:
-                errors.append(f"{site}: {candidate}: {error}")
+                errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
             row = Row(str(candidate), candidate, result.compile_s, result.temp_bytes, timing, error)
             if _written(candidate, settings):
                 row.label += " (written)"
+            if error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
+                row.note = "over budget"
             rows.append(row)
             options.append(Option(candidate, timing, result.temp_bytes, error))
-        if limit is not None:
-            for row in rows:
-                if row.error is None and row.temp_bytes is not None and row.temp_bytes > limit:
-                    row.note = "over budget"
         chosen, reason = choose(options, limit)
         if chosen is not None:
             picks[site] = chosen.candidate
             rows[options.index(chosen)].note = "pick"
-        reports.append(SiteReport(
-            site, "scan" if "checkpoint" in settings else "eqxi_scan", dict(settings),
-            base_row(timings[0]), rows, picks.get(site), reason,
-        ))
-        keep = [BASELINE, (), _config(picks, found)]
-        program.forget(keep)
+        kind = "scan" if "checkpoint" in settings else "eqxi_scan"
+        base_row = Row("lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0])
+        program.forget([BASELINE, (), _config(picks, found)])
+        return SiteReport(site, kind, dict(settings), base_row, rows, picks.get(site), reason)
+
+    for site, settings in found.items():
+        reports[site] = tune_site(site, settings)
+    # A site tuned early was held to the budget with the sites after it still as written; if
+    # nothing fitted then, it took the least memory. Now that every site has its pick, it is
+    # tuned once more (configurations already compiled are not compiled again).
+    again = [site for site, report in reports.items() if report.over_budget and len(found) > 1]
+    if again:
+        progress.begin(total + sum(len(tried[site]) + repeats for site in again))
+    for site in again:
+        reports[site] = tune_site(site, found[site])
+        reports[site].reason += "; tuned again with every other site at its pick"
+    errors_flat = [error for site in found for error in errors[site]]
 
     final = _config(picks, found)
     whole_configs = [BASELINE, ()] + ([final] if final != () else [])
@@ -191,6 +199,6 @@ def tune(
                          None if error else timing, error))
     device = jax.devices()[0]
     return TuneReport(
-        reports, whole, budget, limit, repeats, warmup,
-        f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors,
+        list(reports.values()), whole, budget, limit, repeats, warmup,
+        f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
     )
