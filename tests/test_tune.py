@@ -1,0 +1,214 @@
+"""`scanrewrite-tune` end to end on tiny programs in `tmp_path`, and its errors.
+
+Every run compiles the program several times (lax.scan at every site, as written, each
+candidate), so the programs are tiny and runs use one repeat and two chunk sizes. Nothing here
+asserts a timing: picks are checked against the report's own numbers, and under a memory
+budget taken from a first run's compiled memory, which XLA computes deterministically.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+from click.testing import CliRunner, Result
+
+import scanrewrite.tune
+from scanrewrite.runtime import Site
+from scanrewrite.tune._command import main
+from tests.treecheck import assert_trees_close
+
+TWO_SITES = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def step(h, w):
+    return jnp.tanh(h @ w), jnp.sum(h)
+
+
+def loss(ws, h):
+    h, a = scanrewrite.runtime.scan(step, h, ws, unroll=1)
+    h, b = scanrewrite.runtime.scan(step, h, ws[::-1], unroll=1)
+    return jnp.sum(h) + jnp.sum(a) + jnp.sum(b)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(16) * (0.5 + 0.05 * i) for i in range(8)])
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((16, 16)))
+'''
+SITE_A, SITE_B = 11, 12
+
+#: Traces more than 4 steps of `step` in one trace of `fn` only when a chunk is longer than 4:
+#: a candidate `k=8` fails to compile, `k=1` does not.
+FAILS_AT_K8 = '''\
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+traced = [0]
+
+
+def step(h, x):
+    traced[0] += 1
+    if traced[0] > 4:
+        raise ValueError("too many steps traced at once")
+    return h * x, h
+
+
+def fn(xs):
+    traced[0] = 0
+    return scanrewrite.runtime.scan(step, 1.0, xs, unroll=1)[0]
+
+
+def factory():
+    return fn, (jnp.linspace(0.5, 1.5, 8),)
+'''
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(main, ["-q", *args], catch_exceptions=False)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return tmp_path
+
+
+def test_two_sites_end_to_end(project: Path):
+    program = write(project, "two.py", TWO_SITES)
+    fn, args = load(program, "two_first").factory()
+    # A first run, without a budget, gives each candidate's compiled memory at the first site.
+    first = scanrewrite.tune.tune(fn, args, ks=[1, 8], repeats=1)
+    site_a, site_b = Site(str(program.resolve()), SITE_A), Site(str(program.resolve()), SITE_B)
+    assert [site.site for site in first.sites] == [site_a, site_b]
+    memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
+    assert set(memory) == {1, 8} and memory[1] != memory[8]
+    least = min(memory, key=memory.get)
+
+    # The command, with a budget only the smaller one fits at the first site.
+    result = invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--diff")
+    assert result.exit_code == 0, result.output
+    tables = result.stderr
+    assert f"two.py:{SITE_A} (scan, written unroll=1): pick k={least}" in tables
+    assert f"two.py:{SITE_B} (scan, written unroll=1): pick k=" in tables
+    assert "lax.scan at every site" in tables and "whole program" in tables
+    rows = {line.split(" | ")[0]: line for line in tables.splitlines() if line.startswith("| k=")}
+    assert rows.keys() >= {"| k=1 (written)", "| k=8"}
+    over = "| k=1 (written)" if least == 8 else "| k=8"
+    assert "over budget" in tables.split(f"two.py:{SITE_B}")[0].split(over)[1].splitlines()[0]
+    picks = {int(m[0]): int(m[1]) for m in re.findall(r"two\.py:(\d+) \(scan, written unroll=1\): pick k=(\d+)", tables)}
+    assert picks[SITE_A] == least
+
+    # The diff sets exactly the picks that differ from what is written.
+    diff = result.stdout
+    changed = {line: k for line, k in picks.items() if k != 1}
+    assert changed, "the budget was chosen so that the first site's pick changes"
+    assert diff.startswith("--- a/two.py\n+++ b/two.py\n")
+    for line, k in changed.items():
+        old = TWO_SITES.splitlines()[line - 1]
+        assert f"-{old}\n" in diff and f"+{old.replace('unroll=1', f'unroll={k}')}\n" in diff
+
+    # --check fails before the write and passes after it; the written file computes the same.
+    assert invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--check").exit_code == 1
+    assert program.read_text() == TWO_SITES
+    result = invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--write")
+    assert result.exit_code == 0, result.output
+    written = program.read_text()
+    assert written != TWO_SITES
+    fn_after, args_after = load(program, "two_after").factory()
+    expected = jax.jit(fn)(*args)
+    assert assert_trees_close(jax.jit(fn_after)(*args_after), expected, rtol=2e-5, atol=2e-5) == 3
+    assert assert_trees_close(fn_after(*args_after), fn(*args), rtol=2e-5, atol=2e-5) == 3
+    # A deliberately wrong program (the second scan reversed) is told apart.
+    wrong = load(write(project, "wrong.py", written.replace("ws[::-1]", "ws")), "two_wrong").factory()
+    with pytest.raises(AssertionError):
+        assert_trees_close(jax.jit(wrong[0])(*wrong[1]), expected, rtol=2e-5, atol=2e-5)
+
+
+def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path):
+    write(project, "fails.py", FAILS_AT_K8)
+    result = invoke("fails.py:factory", "--ks", "1,8", "--repeats", "1")
+    assert result.exit_code == 2
+    assert "| k=8 | failed to compile: ValueError: too many steps traced at once |" in result.stdout
+    assert re.search(r"\| k=1 \(written\) \| [0-9.]+ \|.*\| pick \|", result.stdout)
+    assert result.stderr.strip() == "error: fails.py:16: k=8: failed to compile: ValueError: too many steps traced at once"
+
+
+@pytest.mark.parametrize(
+    ("files", "target", "message"),
+    [
+        pytest.param({}, "missing.py:factory", "error: missing.py: no such file", id="missing-file"),
+        pytest.param({"p.py": "x = (\n"}, "p.py:factory", "error: p.py:1: cannot import: SyntaxError: ", id="syntax-error"),
+        pytest.param(
+            {"p.py": "import os\nraise RuntimeError('no data')\n"}, "p.py:factory",
+            "error: p.py:2: cannot import: RuntimeError: no data", id="import-raises",
+        ),
+        pytest.param({"p.py": "x = 1\n"}, "p.py:factory", "error: p.py: no 'factory' in the file", id="no-factory"),
+        pytest.param({"p.py": "factory = 3\n"}, "p.py:factory", "error: p.py: 'factory' is not a function", id="not-callable"),
+        pytest.param(
+            {"p.py": "def factory():\n    return 1\n"}, "p.py:factory",
+            "error: p.py: factory() must return (fn, args) or (fn, args, kwargs), got int", id="wrong-shape",
+        ),
+        pytest.param(
+            {"p.py": "def factory():\n    return print, 3\n"}, "p.py:factory",
+            "error: p.py: factory() must return (fn, args) or (fn, args, kwargs): args is int, not a tuple",
+            id="args-not-tuple",
+        ),
+        pytest.param(
+            {"p.py": "def factory():\n    return len, ()\n"}, "p.py:factory",
+            "error: the function fails when traced: TypeError: ", id="fn-fails-when-traced",
+        ),
+        pytest.param(
+            {"p.py": "def factory():\n    raise KeyError('w')\n"}, "p.py:factory",
+            "error: p.py:2: factory() failed: KeyError: 'w'", id="factory-raises",
+        ),
+        pytest.param(
+            {"p.py": "import jax.numpy as jnp\n\ndef factory():\n    return jnp.sin, (jnp.ones(3),)\n"}, "p.py:factory",
+            "error: the function traces no rewritten call", id="no-site",
+        ),
+        pytest.param({"p.py": "x = 1\n"}, "p.py", "error: expected FILE.py:FACTORY, got 'p.py'", id="no-factory-named"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(project: Path, files, target, message):
+    for name, text in files.items():
+        write(project, name, text)
+    result = invoke(target)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(message), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--ks", "0,2"], "positive ints", id="bad-ks"),
+        pytest.param(["--memory-budget", "lots"], "memory budget", id="bad-budget"),
+        pytest.param(["--policies", "dots"], "unknown checkpoint mode", id="bad-policy"),
+        pytest.param(["--write", "--check"], "cannot be used together", id="write-and-check"),
+    ],
+)
+def test_bad_options_exit_2(project: Path, args, message):
+    result = invoke("p.py:factory", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
