@@ -246,3 +246,25 @@ def test_override_state_is_left_when_the_block_raises():
             raise KeyError
     assert resolve(site("site A"), unroll=1) == {"unroll": 1}
     assert sys.modules["scanrewrite.runtime._override"]._recorders == []
+
+
+def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(monkeypatch):
+    """The path taken on a jax older than `jax.make_user_context` (0.4.38 is the floor this
+    degrades on): still correct, by clearing jax's caches, with a warning."""
+    module = sys.modules["scanrewrite.runtime._override"]
+    monkeypatch.setattr(module, "_STATE", None)
+    monkeypatch.setattr(module, "_warned", False)
+    step, traces = counting_step()
+    fn = jax.jit(two_sites(step))
+    args = inputs()
+    fn(*args)
+    before = len(traces)
+    with pytest.warns(RuntimeWarning, match="clear jax's caches"):
+        with override(unroll=4, sites=[site("site A")]):
+            assert resolve(site("site A"), unroll=1) == {"unroll": 4}
+            fn(*args)
+    assert len(traces) > before
+    assert resolve(site("site A"), unroll=1) == {"unroll": 1}
+    with record_sites() as found:
+        fn(*args)
+    assert list(found) == [site("site A"), site("site B")]
