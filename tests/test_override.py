@@ -18,7 +18,7 @@ import pytest
 
 import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
-from scanrewrite.runtime._override import resolve
+from scanrewrite.runtime._override import Call, resolve
 from tests.treecheck import assert_trees_close
 
 HERE = os.path.realpath(__file__)
@@ -145,8 +145,8 @@ def test_record_sites_finds_the_calls_of_a_function_compiled_before():
     with record_sites() as found:
         fn(*args)
     assert found == {
-        site("site A"): {"unroll": 1, "checkpoint": True},
-        site("site B"): {"unroll": 2, "checkpoint": True},
+        site("site A"): Call("scan", {"unroll": 1, "checkpoint": True}),
+        site("site B"): Call("scan", {"unroll": 2, "checkpoint": True}),
     }
     assert list(found) == [site("site A"), site("site B")]
     with record_sites() as nothing:

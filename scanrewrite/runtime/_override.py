@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-__all__ = ["ORIGINAL", "Site", "call_site", "override", "record_sites", "resolve"]
+__all__ = ["ORIGINAL", "Call", "Site", "call_site", "override", "record_sites", "resolve"]
 
 
 class _Original:
@@ -101,6 +101,15 @@ def call_site(depth: int = 2) -> Site | None:
     return Site(_absolute(frame.f_code.co_filename), frame.f_lineno)
 
 
+class Call(NamedTuple):
+    """A rewritten call as `record_sites` saw it first: which runtime function, and the
+    settings the call itself wrote (before any override)."""
+
+    #: `"scan"` or `"eqxi_scan"`.
+    api: str
+    settings: dict[str, Any]
+
+
 class _Entry(NamedTuple):
     """One active override: for `sites` (None: every site), these settings."""
 
@@ -124,8 +133,8 @@ _STATE = _make_user_context(_State()) if _make_user_context is not None else Non
 _fallback_state = _State()
 _warned = False
 _tokens = itertools.count()
-#: Open recordings, innermost last: each maps a site to the settings its call wrote.
-_recorders: list[dict[Site, dict[str, Any]]] = []
+#: Open recordings, innermost last: each maps a site to its call.
+_recorders: list[dict[Site, Call]] = []
 
 
 def _current() -> _State:
@@ -233,15 +242,16 @@ def override(
 
 
 @contextlib.contextmanager
-def record_sites() -> Iterator[dict[Site, dict[str, Any]]]:
+def record_sites() -> Iterator[dict[Site, Call]]:
     """Collect the rewritten calls run or traced inside this block.
 
-    Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to the
-    settings the call itself wrote (`unroll`, and `checkpoint` for `scan`), before any override.
+    Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to a
+    `Call`: the runtime function called there and the settings the call itself wrote
+    (`unroll`, `checkpoint`), before any override.
     Jitted functions are traced again inside the block (it changes jax's jit cache key), so a
     function compiled earlier still reports its sites.
     """
-    found: dict[Site, dict[str, Any]] = {}
+    found: dict[Site, Call] = {}
     state = _current()
     _recorders.append(found)
     try:
@@ -258,8 +268,10 @@ def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
     A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
     """
     if _recorders and site is not None:
+        # The runtime function that called: `scan` or `eqxi_scan`.
+        call = Call(sys._getframe(1).f_code.co_name, dict(settings))
         for found in _recorders:
-            found.setdefault(site, dict(settings))
+            found.setdefault(site, call)
     state = _current()
     if not state.entries:
         return settings

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._override import Call
 from scanrewrite.tune._select import Candidate, Timing, TuneError
 
 #: A configuration: the site -> setting of every site not left as written. `BASELINE` marks
@@ -89,8 +90,9 @@ class Program:
         args, kwargs = jax.tree_util.tree_unflatten(self._treedef, leaves)
         return self._fn(*args, **kwargs)
 
-    def sites(self) -> dict[Site, dict[str, Any]]:
-        """The rewritten calls the function traces, in order, with the settings each wrote.
+    def sites(self) -> dict[Site, Call]:
+        """The rewritten calls the function traces, in order: the runtime function and the
+        settings each call wrote.
 
         Traced abstractly (`jax.eval_shape`): nothing is compiled or run.
         """

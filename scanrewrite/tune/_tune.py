@@ -104,9 +104,10 @@ def tune(
 
     program = Program(fn, args, kwargs or {})
     try:
-        found = program.sites()
+        calls = program.sites()
     except Exception as exc:
         raise TuneError(f"the function fails when traced: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+    found = {site: call.settings for site, call in calls.items()}
     if not found:
         raise TuneError(
             "the function traces no rewritten call (scanrewrite.runtime.scan or eqxi_scan); "
@@ -114,7 +115,7 @@ def tune(
         )
     tried = {
         site: candidates(
-            ks, checkpoints, written=settings.get("unroll"), has_checkpoint="checkpoint" in settings
+            ks, checkpoints, written=settings.get("unroll"), has_checkpoint=calls[site].api == "scan"
         )
         for site, settings in found.items()
     }
@@ -167,10 +168,9 @@ def tune(
         if chosen is not None:
             picks[site] = chosen.candidate
             rows[options.index(chosen)].note = "pick"
-        kind = "scan" if "checkpoint" in settings else "eqxi_scan"
         base_row = Row("lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0])
         program.forget([BASELINE, (), _config(picks, found)])
-        return SiteReport(site, kind, dict(settings), base_row, rows, picks.get(site), reason)
+        return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
     for site, settings in found.items():
         reports[site] = tune_site(site, settings)
