@@ -14,11 +14,14 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import pytest
 from click.testing import CliRunner, Result
 
+import scanrewrite.runtime
 import scanrewrite.tune
 from scanrewrite.runtime import Site
+from scanrewrite.tune import Candidate
 from scanrewrite.tune._command import main
 from tests.treecheck import assert_trees_close
 
@@ -212,3 +215,25 @@ def test_bad_options_exit_2(project: Path, args, message):
     result = invoke("p.py:factory", *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
+    def step(h, x):
+        return jnp.sin(h) * x, h
+
+    def fn(xs):
+        return scanrewrite.runtime.eqxi_scan(step, jnp.ones(3), xs, kind="checkpointed", unroll=1)[0]  # eqxi site
+
+    report = scanrewrite.tune.tune(fn, (jnp.ones((6, 3)),), ks=[2], checkpoints="none", repeats=1, warmup=0)
+    (site,) = report.sites
+    assert site.kind == "eqxi_scan" and site.site.line == line_of_marker("eqxi site")
+    assert [row.label for row in site.rows] == ["k=2", "k=1 (written)"]
+    assert report.picks == {site.site: site.pick} and site.pick in (Candidate(1), Candidate(2))
+    assert report.unroll_picks == {site.site: site.pick.unroll}
+    assert f"{site.site} (eqxi_scan, written unroll=1): pick k={site.pick.unroll}" in str(report)
+    assert [row.label for row in report.whole][0] == "lax.scan at every site"
+
+
+def line_of_marker(marker: str) -> int:
+    with open(__file__) as file:
+        return next(i for i, text in enumerate(file, 1) if text.rstrip().endswith(f"# {marker}"))
