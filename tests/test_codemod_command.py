@@ -23,8 +23,8 @@ SOURCE = textwrap.dedent(
 )
 EXPECTED = textwrap.dedent(
     """\
-    from jax import lax
     import scanrewrite.runtime
+    from jax import lax
     a = scanrewrite.runtime.scan(f, c, xs, unroll=3)
     b = lax.scan(f, c, xs, **options)
     """
