@@ -60,9 +60,9 @@ def plan(picks: Mapping[Site, int]) -> list[FileChange]:
         except FileError as exc:
             change.error = (exc.line, exc.message)
         except SourceError as exc:
-            change.error = (getattr(exc, "line", None), str(getattr(exc, "message", exc)))
+            change.error = (exc.line, exc.message)
         else:
-            change.after = result.source
-            change.notes = [(line, reason) for line, reason in result.skipped]
+            change.after = result.code
+            change.notes = [(skipped.line, skipped.reason) for skipped in result.skipped]
         changes.append(change)
     return changes
