@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,8 +43,8 @@ def loss(ws, h):
 
 
 def factory():
-    ws = jnp.stack([jnp.eye(16) * (0.5 + 0.05 * i) for i in range(8)])
-    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((16, 16)))
+    ws = jnp.stack([jnp.eye(8) * (0.5 + 0.1 * i) + 0.01 * i for i in range(4)])
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((8, 8)))
 '''
 SITE_A, SITE_B = 11, 12
 
@@ -101,48 +102,50 @@ def test_two_sites_end_to_end(project: Path):
     program = write(project, "two.py", TWO_SITES)
     fn, args = load(program, "two_first").factory()
     # A first run, without a budget, gives each candidate's compiled memory at the first site.
-    first = scanrewrite.tune.tune(fn, args, ks=[1, 8], repeats=1)
+    first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0)
     site_a, site_b = Site(str(program.resolve()), SITE_A), Site(str(program.resolve()), SITE_B)
     assert [site.site for site in first.sites] == [site_a, site_b]
     memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
-    assert set(memory) == {1, 8} and memory[1] != memory[8]
+    assert set(memory) == {1, 4} and memory[1] != memory[4]
     least = min(memory, key=memory.get)
+    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least])]
 
     # The command, with a budget only the smaller one fits at the first site.
-    result = invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--diff")
-    assert result.exit_code == 0, result.output
+    result = invoke("two.py:factory", *options, "--diff", "--check")
+    assert result.exit_code == 1, result.output
+    assert program.read_text() == TWO_SITES
     tables = result.stderr
     assert f"two.py:{SITE_A} (scan, written unroll=1): pick k={least}" in tables
-    assert f"two.py:{SITE_B} (scan, written unroll=1): pick k=" in tables
     assert "lax.scan at every site" in tables and "whole program" in tables
-    rows = {line.split(" | ")[0]: line for line in tables.splitlines() if line.startswith("| k=")}
-    assert rows.keys() >= {"| k=1 (written)", "| k=8"}
-    over = "| k=1 (written)" if least == 8 else "| k=8"
-    assert "over budget" in tables.split(f"two.py:{SITE_B}")[0].split(over)[1].splitlines()[0]
+    site_a_table = tables.split(f"two.py:{SITE_A} (")[1].split(f"two.py:{SITE_B} (")[0]
+    over = "| k=1 (written)" if least == 4 else "| k=4"
+    assert "| over budget |" in site_a_table.split(over)[1].splitlines()[0]
     picks = {int(m[0]): int(m[1]) for m in re.findall(r"two\.py:(\d+) \(scan, written unroll=1\): pick k=(\d+)", tables)}
-    assert picks[SITE_A] == least
+    assert picks.keys() == {SITE_A, SITE_B} and picks[SITE_A] == least
 
-    # The diff sets exactly the picks that differ from what is written.
+    # The diff sets exactly the picks that differ from what is written, and applies with git.
     diff = result.stdout
     changed = {line: k for line, k in picks.items() if k != 1}
     assert changed, "the budget was chosen so that the first site's pick changes"
     assert diff.startswith("--- a/two.py\n+++ b/two.py\n")
+    assert diff.count("\n-    h, ") == len(changed) == diff.count("\n+    h, ")
     for line, k in changed.items():
         old = TWO_SITES.splitlines()[line - 1]
-        assert f"-{old}\n" in diff and f"+{old.replace('unroll=1', f'unroll={k}')}\n" in diff
+        assert f"\n-{old}\n" in diff and f"\n+{old.replace('unroll=1', f'unroll={k}')}\n" in diff
+    (project / "copy").mkdir()
+    (project / "copy" / "two.py").write_text(TWO_SITES)
+    subprocess.run(["git", "apply", "--directory=copy", "-"], input=diff.encode(), cwd=project, check=True)
 
-    # --check fails before the write and passes after it; the written file computes the same.
-    assert invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--check").exit_code == 1
-    assert program.read_text() == TWO_SITES
-    result = invoke("two.py:factory", "--ks", "1,8", "--repeats", "1", "--memory-budget", str(memory[least]), "--write")
+    # --write writes what the diff showed; the written file computes the same numbers.
+    result = invoke("two.py:factory", *options, "--write")
     assert result.exit_code == 0, result.output
     written = program.read_text()
-    assert written != TWO_SITES
+    assert written == (project / "copy" / "two.py").read_text() != TWO_SITES
     fn_after, args_after = load(program, "two_after").factory()
     expected = jax.jit(fn)(*args)
     assert assert_trees_close(jax.jit(fn_after)(*args_after), expected, rtol=2e-5, atol=2e-5) == 3
     assert assert_trees_close(fn_after(*args_after), fn(*args), rtol=2e-5, atol=2e-5) == 3
-    # A deliberately wrong program (the second scan reversed) is told apart.
+    # A deliberately wrong program (the second scan not reversed) is told apart.
     wrong = load(write(project, "wrong.py", written.replace("ws[::-1]", "ws")), "two_wrong").factory()
     with pytest.raises(AssertionError):
         assert_trees_close(jax.jit(wrong[0])(*wrong[1]), expected, rtol=2e-5, atol=2e-5)
