@@ -140,7 +140,12 @@ def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, chec
                 f"note: {_site_name(site.site)}: pick {site.pick}: only unroll= is written back; "
                 "set checkpoint= by hand", err=True,
             )
+    off_sites = [
+        site for site in report.sites if site.pick is not None and site.pick.unroll != site.written.get("unroll")
+    ]
+    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than the written unroll"
     if not (diff or write or check):
+        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
         return status
     from scanrewrite.tune._writeback import plan
 
@@ -168,6 +173,12 @@ def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, chec
                 click.echo(f"wrote the picks into {change.display}", err=True)
         elif check:
             click.echo(f"would write the picks into {change.display}", err=True)
+    verb = "written" if write else "would be written"
+    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
     if check and off and status == 0:
         return 1
     return status
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -10,10 +10,18 @@ from scanrewrite.runtime._override import Site
 from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
 
 HEADER = (
-    "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory (MiB) | vs lax.scan "
+    "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory | vs lax.scan "
     "| compile (s) | vs lax.scan | |\n"
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 )
+
+
+def format_bytes(count: int) -> str:
+    """`count` bytes in B, KiB, MiB or GiB, three significant digits or so."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return f"{count / size:.2f} {unit}"
+    return f"{count} B"
 
 
 @dataclass
@@ -34,7 +42,7 @@ class Row:
             return f"| {self.label} | {self.error} | | | | | | | {self.note} |"
         ratio = lambda a, b, fmt: "n/a" if a is None or not b else format(a / b, fmt)
         timing, base = self.timing, baseline.timing
-        mib = "n/a" if self.temp_bytes is None else f"{self.temp_bytes / 2**20:.2f}"
+        mib = "n/a" if self.temp_bytes is None else format_bytes(self.temp_bytes)
         return " | ".join([
             f"| {self.label}",
             ratio(timing.median, base.median, ".2f") if timing and base else "n/a",
@@ -111,7 +119,7 @@ class TuneReport:
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         """Every site's table, then the whole program's; sites named by `name(site)`."""
-        budget = f"; memory budget {self.budget} = {self.limit / 2**20:.2f} MiB" if self.budget and self.limit else ""
+        budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}" if self.budget and self.limit is not None else ""
         parts = [
             f"{self.device}; {self.repeats} timed repeats after {self.warmup} warm-up, interleaved; "
             f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}"

@@ -115,7 +115,7 @@ class Budget:
 
     def __str__(self) -> str:
         if self.bytes is not None:
-            return f"{self.bytes / 2**20:.2f} MiB"
+            return f"{self.bytes} bytes"
         return f"{self.fraction:g}x lax.scan's temp memory"
 
 
