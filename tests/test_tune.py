@@ -120,7 +120,8 @@ def test_two_sites_end_to_end(project: Path):
     site_a_table = tables.split(f"two.py:{SITE_A} (")[1].split(f"two.py:{SITE_B} (")[0]
     over = "| k=1 (written)" if least == 4 else "| k=4"
     assert "| over budget |" in site_a_table.split(over)[1].splitlines()[0]
-    picks = {int(m[0]): int(m[1]) for m in re.findall(r"two\.py:(\d+) \(scan, written unroll=1\): pick k=(\d+)", tables)}
+    heading = r"two\.py:(\d+) \(scan, written unroll=1\): pick k=(\d+)"
+    picks = {int(line): int(k) for line, k in re.findall(heading, tables)}
     assert picks.keys() == {SITE_A, SITE_B} and picks[SITE_A] == least
 
     # The diff sets exactly the picks that differ from what is written, and applies with git.
@@ -167,13 +168,17 @@ def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path)
     ("files", "target", "message"),
     [
         pytest.param({}, "missing.py:factory", "error: missing.py: no such file", id="missing-file"),
-        pytest.param({"p.py": "x = (\n"}, "p.py:factory", "error: p.py:1: cannot import: SyntaxError: ", id="syntax-error"),
+        pytest.param(
+            {"p.py": "x = (\n"}, "p.py:factory", "error: p.py:1: cannot import: SyntaxError: ", id="syntax-error"
+        ),
         pytest.param(
             {"p.py": "import os\nraise RuntimeError('no data')\n"}, "p.py:factory",
             "error: p.py:2: cannot import: RuntimeError: no data", id="import-raises",
         ),
         pytest.param({"p.py": "x = 1\n"}, "p.py:factory", "error: p.py: no 'factory' in the file", id="no-factory"),
-        pytest.param({"p.py": "factory = 3\n"}, "p.py:factory", "error: p.py: 'factory' is not a function", id="not-callable"),
+        pytest.param(
+            {"p.py": "factory = 3\n"}, "p.py:factory", "error: p.py: 'factory' is not a function", id="not-callable"
+        ),
         pytest.param(
             {"p.py": "def factory():\n    return 1\n"}, "p.py:factory",
             "error: p.py: factory() must return (fn, args) or (fn, args, kwargs), got int", id="wrong-shape",

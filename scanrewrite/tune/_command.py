@@ -87,15 +87,18 @@ def _write_stdout(data: bytes) -> None:
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
               help="Untimed calls of each configuration before timing.")
 @click.option("--memory-budget", callback=_parsed(Budget.parse),
-              help="Limit on compiled temp memory: bytes ('2GiB', '500MB') or a fraction of lax.scan's ('0.5x', '50%').")
+              help="Limit on compiled temp memory: bytes ('2GiB', '500MB') or a fraction of lax.scan's "
+              "('0.5x', '50%').")
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
               "or jax.checkpoint_policies names.")
-@click.option("--diff", is_flag=True, help="Print the unified diff that sets each site's unroll= to its pick (tables go to stderr).")
+@click.option("--diff", is_flag=True,
+              help="Print the unified diff that sets each site's unroll= to its pick (tables go to stderr).")
 @click.option("--write", is_flag=True, help="Write the picks into the source.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if a site's written unroll is off its pick.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
-@click.option("--color/--no-color", default=None, help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
+@click.option("--color/--no-color", default=None,
+              help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
 def main(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color) -> None:
     """Measure unroll at each rewritten scan call that FACTORY's function traces, on this
     machine's default jax device, and pick the fastest within the memory budget.

@@ -119,7 +119,9 @@ class TuneReport:
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         """Every site's table, then the whole program's; sites named by `name(site)`."""
-        budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}" if self.budget and self.limit is not None else ""
+        budget = ""
+        if self.budget is not None and self.limit is not None:
+            budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}"
         parts = [
             f"{self.device}; {self.repeats} timed repeats after {self.warmup} warm-up, interleaved; "
             f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}"

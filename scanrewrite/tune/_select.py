@@ -41,7 +41,9 @@ class Candidate:
         return f"k={self.unroll}, {self.checkpoint}"
 
 
-def candidates(ks: Sequence[int], checkpoints: Sequence[str], *, written: int | None, has_checkpoint: bool) -> list[Candidate]:
+def candidates(
+    ks: Sequence[int], checkpoints: Sequence[str], *, written: object, has_checkpoint: bool
+) -> list[Candidate]:
     """Every k with the written checkpoint mode, then every k with each of `checkpoints`
     (only where the call takes `checkpoint`). The written `unroll`, when it is an int not
     among `ks`, is tried too, so the status quo is always measured."""

@@ -96,7 +96,7 @@ def tune(
     progress = progress or _Silent()
     ks = parse_ks(list(ks))
     checkpoints = parse_policies(checkpoints)
-    budget = memory_budget if isinstance(memory_budget, Budget) or memory_budget is None else Budget.parse(memory_budget)
+    budget = memory_budget if isinstance(memory_budget, (Budget, type(None))) else Budget.parse(memory_budget)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise TuneError(f"`repeats` must be a positive int, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -145,7 +145,8 @@ def tune(
             progress.advance(f"{os.path.basename(site.path)}:{site.line} {candidate}")
         ok = [result for _, result in compiled if result.error is None]
         timings = program.time(
-            [baseline, *ok], repeats, warmup, lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}")
+            [baseline, *ok], repeats, warmup,
+            lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}"),
         )
         if isinstance(timings[0], str):
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
