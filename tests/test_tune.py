@@ -248,3 +248,27 @@ def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
 def line_of_marker(marker: str) -> int:
     with open(__file__) as file:
         return next(i for i, text in enumerate(file, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+PRAGMA = '''\
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def fn(xs):
+    return scanrewrite.runtime.scan(lambda h, x: (h * x, h), 1.0, xs, unroll=2)[0]  # scanrewrite: unroll=2
+
+
+def factory():
+    return fn, (jnp.linspace(0.5, 1.5, 6),)
+'''
+
+
+def test_a_pragma_wins_over_the_pick_and_is_reported(project: Path):
+    write(project, "pragma.py", PRAGMA)
+    result = invoke("pragma.py:factory", "--ks", "1", "--repeats", "1", "--warmup", "0", "--check", "--diff")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert (project / "pragma.py").read_text() == PRAGMA
+    assert "pragma.py:6: not written: " in result.stderr
+    assert "pragma" in result.stderr.split("pragma.py:6: not written: ")[1].splitlines()[0]
