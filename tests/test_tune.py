@@ -48,24 +48,21 @@ def factory():
 '''
 SITE_A, SITE_B = 11, 12
 
-#: Traces more than 4 steps of `step` in one trace of `fn` only when a chunk is longer than 4:
-#: a candidate `k=8` fails to compile, `k=1` does not.
+#: A program that cannot be compiled with `unroll=8` at its site (its step refuses to be traced
+#: under that setting, as a step too large for the device would fail), and can with `unroll=1`.
 FAILS_AT_K8 = '''\
 import jax.numpy as jnp
 import scanrewrite.runtime
-
-traced = [0]
+from scanrewrite.runtime._override import Site, resolve
 
 
 def step(h, x):
-    traced[0] += 1
-    if traced[0] > 4:
+    if resolve(Site.parse((__file__, 13)), unroll=1)["unroll"] == 8:
         raise ValueError("too many steps traced at once")
     return h * x, h
 
 
 def fn(xs):
-    traced[0] = 0
     return scanrewrite.runtime.scan(step, 1.0, xs, unroll=1)[0]
 
 
@@ -108,46 +105,54 @@ def test_two_sites_end_to_end(project: Path):
     memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
     assert set(memory) == {1, 4} and memory[1] != memory[4]
     least = min(memory, key=memory.get)
+    # The first site is written with the other k, so that its pick under the budget below (the
+    # least memory) is a change. Its round measures the same two programs as the first run's.
+    written_a = 4 if least == 1 else 1
+    lines = TWO_SITES.splitlines(keepends=True)
+    lines[SITE_A - 1] = lines[SITE_A - 1].replace("unroll=1", f"unroll={written_a}")
+    source = "".join(lines)
+    program.write_text(source)
     options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least])]
 
     # The command, with a budget only the smaller one fits at the first site.
     result = invoke("two.py:factory", *options, "--diff", "--check")
     assert result.exit_code == 1, result.output
-    assert program.read_text() == TWO_SITES
+    assert program.read_text() == source
     tables = result.stderr
-    assert f"two.py:{SITE_A} (scan, written unroll=1): pick k={least}" in tables
+    assert f"two.py:{SITE_A} (scan, written unroll={written_a}): pick k={least} (fastest within the memory budget)" in tables
     assert "lax.scan at every site" in tables and "whole program" in tables
     site_a_table = tables.split(f"two.py:{SITE_A} (")[1].split(f"two.py:{SITE_B} (")[0]
-    over = "| k=1 (written)" if least == 4 else "| k=4"
-    assert "| over budget |" in site_a_table.split(over)[1].splitlines()[0]
-    heading = r"two\.py:(\d+) \(scan, written unroll=1\): pick k=(\d+)"
+    assert f"| k={written_a} (written) |" in site_a_table
+    assert "| over budget |" in site_a_table.split(f"| k={written_a} (written) |")[1].splitlines()[0]
+    heading = r"two\.py:(\d+) \(scan, written unroll=\d\): pick k=(\d+)"
     picks = {int(line): int(k) for line, k in re.findall(heading, tables)}
     assert picks.keys() == {SITE_A, SITE_B} and picks[SITE_A] == least
+    written = {SITE_A: written_a, SITE_B: 1}
 
     # The diff sets exactly the picks that differ from what is written, and applies with git.
     diff = result.stdout
-    changed = {line: k for line, k in picks.items() if k != 1}
-    assert changed, "the budget was chosen so that the first site's pick changes"
+    changed = {line: k for line, k in picks.items() if k != written[line]}
+    assert SITE_A in changed
     assert diff.startswith("--- a/two.py\n+++ b/two.py\n")
     assert diff.count("\n-    h, ") == len(changed) == diff.count("\n+    h, ")
     for line, k in changed.items():
-        old = TWO_SITES.splitlines()[line - 1]
-        assert f"\n-{old}\n" in diff and f"\n+{old.replace('unroll=1', f'unroll={k}')}\n" in diff
+        old = source.splitlines()[line - 1]
+        assert f"\n-{old}\n" in diff and f"\n+{old.replace(f'unroll={written[line]}', f'unroll={k}')}\n" in diff
     (project / "copy").mkdir()
-    (project / "copy" / "two.py").write_text(TWO_SITES)
+    (project / "copy" / "two.py").write_text(source)
     subprocess.run(["git", "apply", "--directory=copy", "-"], input=diff.encode(), cwd=project, check=True)
 
     # --write writes what the diff showed; the written file computes the same numbers.
     result = invoke("two.py:factory", *options, "--write")
     assert result.exit_code == 0, result.output
-    written = program.read_text()
-    assert written == (project / "copy" / "two.py").read_text() != TWO_SITES
+    after = program.read_text()
+    assert after == (project / "copy" / "two.py").read_text() != source
     fn_after, args_after = load(program, "two_after").factory()
     expected = jax.jit(fn)(*args)
     assert assert_trees_close(jax.jit(fn_after)(*args_after), expected, rtol=2e-5, atol=2e-5) == 3
     assert assert_trees_close(fn_after(*args_after), fn(*args), rtol=2e-5, atol=2e-5) == 3
     # A deliberately wrong program (the second scan not reversed) is told apart.
-    wrong = load(write(project, "wrong.py", written.replace("ws[::-1]", "ws")), "two_wrong").factory()
+    wrong = load(write(project, "wrong.py", after.replace("ws[::-1]", "ws")), "two_wrong").factory()
     with pytest.raises(AssertionError):
         assert_trees_close(jax.jit(wrong[0])(*wrong[1]), expected, rtol=2e-5, atol=2e-5)
 
@@ -159,7 +164,7 @@ def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path)
     assert "| k=8 | failed to compile: ValueError: too many steps traced at once |" in result.stdout
     assert re.search(r"\| k=1 \(written\) \| [0-9.]+ \|.*\| pick \|", result.stdout)
     assert result.stderr.splitlines() == [
-        "error: fails.py:16: k=8: failed to compile: ValueError: too many steps traced at once",
+        "error: fails.py:13: k=8: failed to compile: ValueError: too many steps traced at once",
         "1 site tuned, 0 with a pick other than the written unroll",
     ]
 
