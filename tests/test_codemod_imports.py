@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scanrewrite.codemod import rewrite
+from scanrewrite.files import first_party_names
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
@@ -280,8 +281,8 @@ PLACEMENT = [
         import jax
 
         if TYPE_CHECKING:
-            from jax import Array
             import numpy as np
+            from jax import Array
 
         y = jax.lax.scan(f, c, xs)
         w = jax.jit(g)
@@ -293,8 +294,8 @@ PLACEMENT = [
         import scanrewrite.runtime
 
         if TYPE_CHECKING:
-            from jax import Array
             import numpy as np
+            from jax import Array
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         w = jax.jit(g)
@@ -435,11 +436,61 @@ PLACEMENT = [
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         w = jax.jit(g)
         """,
-        id="section comments: only the first group of third-party imports counts",
+        id="first-party known: section comments",
     ),
     pytest.param(
         """\
         import jax
+
+        # Plotting.
+        import matplotlib
+
+        y = jax.lax.scan(f, c, xs)
+        w = jax.jit(g)
+        """,
+        """\
+        import jax
+
+        # Plotting.
+        import matplotlib
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        w = jax.jit(g)
+        """,
+        id="a comment inside the third-party section, as ruff lays it out",
+    ),
+    pytest.param(
+        """\
+        import os
+
+        import mypkg
+        from mypkg import layers
+
+
+        def g(c, xs):
+            from jax import lax
+            return lax.scan(f, c, xs), lax.cond
+        """,
+        """\
+        import os
+
+        import scanrewrite.runtime
+
+        import mypkg
+        from mypkg import layers
+
+
+        def g(c, xs):
+            from jax import lax
+            return scanrewrite.runtime.scan(f, c, xs, unroll=4), lax.cond
+        """,
+        id="first-party known: a section of its own before it",
+    ),
+    pytest.param(
+        """\
+        import jax
+
         # The one true tensor library.
         import torch
 
@@ -449,6 +500,7 @@ PLACEMENT = [
         """\
         import jax
         import scanrewrite.runtime
+
         # The one true tensor library.
         import torch
 
@@ -532,8 +584,8 @@ PLACEMENT = [
         id="unsorted imports are not reordered",
     ),
     pytest.param(
-        "import jax\r\nimport zarr\r\ny = jax.lax.scan(f, c, xs)\r\nw = jax.jit\r\n",
-        "import jax\r\nimport scanrewrite.runtime\r\nimport zarr\r\n"
+        "import jax\r\nimport zarr\r\n\r\ny = jax.lax.scan(f, c, xs)\r\nw = jax.jit\r\n",
+        "import jax\r\nimport scanrewrite.runtime\r\nimport zarr\r\n\r\n"
         "y = scanrewrite.runtime.scan(f, c, xs, unroll=4)\r\nw = jax.jit\r\n",
         id="crlf",
     ),
@@ -541,7 +593,10 @@ PLACEMENT = [
 
 
 def _options(case_id: str) -> dict[str, object]:
-    return {"checkpoint": "dots_saveable"} if "policy" in case_id else {}
+    if "policy" in case_id:
+        return {"checkpoint": "dots_saveable"}
+    # The sorters find the folder `mypkg` in the project (see `_unsorted`).
+    return {"first_party": {"mypkg"}} if "first-party known" in case_id else {}
 
 
 @pytest.mark.parametrize(("before", "after"), PLACEMENT)
@@ -561,6 +616,7 @@ def _unsorted(tmp_path: Path, files: dict[str, bytes]) -> dict[str, set[str]]:
     # The project's own package, which the sorters find and call first-party.
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_bytes(b"")
+    (tmp_path / "mypkg" / "utils.py").write_bytes(b"")
     for name, code in files.items():
         (tmp_path / name).write_bytes(code)
     names = sorted(files)
@@ -593,8 +649,9 @@ def test_sorted_stays_sorted(tmp_path: Path) -> None:
         files[f"after_{name}.py"] = rewrite(files[f"before_{name}.py"], **_options(param.id)).code
     unsorted = _unsorted(tmp_path, files)
     for sorter, names in unsorted.items():
-        # The check can fail: the deliberately unsorted case is caught by both sorters.
-        assert "before_unsorted_imports_are_not_reordered.py" in names, sorter
+        # Every case starts sorted but one, which shows that the check can fail.
+        unsorted_before = {name for name in names if name.startswith("before_")}
+        assert unsorted_before == {"before_unsorted_imports_are_not_reordered.py"}
         newly = {name for name in names if name.startswith("after_") and "before_" + name[6:] not in names}
         assert not newly, f"{sorter} would change {sorted(newly)}"
 
@@ -603,3 +660,11 @@ def test_goldens_are_sorted(tmp_path: Path) -> None:
     goldens = {path.name: path.read_bytes() for path in sorted(GOLDEN_DIR.glob("*.py"))}
     assert len(goldens) >= 10
     assert _unsorted(tmp_path, goldens) == {"ruff": set(), "isort": set()}
+
+
+def test_first_party_names_are_the_folders_and_modules_at_the_root_and_in_src(tmp_path: Path) -> None:
+    for folder in ("mypkg", "src/otherpkg", ".venv", "not-a-name"):
+        (tmp_path / folder).mkdir(parents=True)
+    for module in ("setup.py", "src/tool.py", "README.md"):
+        (tmp_path / module).write_bytes(b"")
+    assert first_party_names(tmp_path) == {"mypkg", "src", "setup", "otherpkg", "tool"}

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_precommit import commit_all, git_repo
-
+pytest.importorskip("pre_commit", reason="pre-commit is in the test extras")
 pytest.importorskip("ruff", reason="ruff is in the test extras")
 pytest.importorskip("isort", reason="isort is in the test extras")
+
+GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false")
 
 CONFIG = f"""\
 repos:
@@ -78,7 +79,31 @@ def run(c, xs):
 
     return jax.lax.scan(lambda c, x: (c + x, c), c, xs), os, helpers
 ''',
+    "mypkg/first_party.py": '''\
+"""A first-party import at the top, jax only inside a function: the command line knows
+`mypkg` is the project's own, as the sorters do."""
+
+import os
+
+import mypkg
+
+
+def run(c, xs):
+    from jax import lax
+
+    return lax.scan(lambda c, x: (c + x, c), c, xs), lax.cond, os, mypkg
+''',
 }
+
+
+def git_repo(path: Path) -> Path:
+    subprocess.run([*GIT, "init", "-q", str(path)], check=True)
+    return path
+
+
+def commit_all(repo: Path) -> None:
+    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "snapshot"], cwd=repo, check=True)
 
 
 def _pre_commit(repo: Path) -> subprocess.CompletedProcess[str]:
@@ -105,13 +130,15 @@ def test_sorter_after_the_rewrite_changes_nothing(tmp_path: Path) -> None:
     output = first.stdout + first.stderr
     assert first.returncode == 1, output
     assert re.search(r"^scanrewrite\.+Failed$", first.stdout, re.M), output
-    assert "2 files rewritten (2 scan calls)" in first.stdout, output
+    assert "3 files rewritten (3 scan calls)" in first.stdout, output
     assert re.search(r"^ruff imports\.+Passed$", first.stdout, re.M), output
     assert re.search(r"^isort\.+Passed$", first.stdout, re.M), output
     model = (repo / "mypkg/model.py").read_text()
     assert "import jax\nimport scanrewrite.runtime\nfrom jax import lax\n\nfrom mypkg" in model
     local = (repo / "mypkg/local_import.py").read_text()
     assert "import os\n\nimport scanrewrite.runtime\n\nfrom . import helpers\n" in local
+    first_party = (repo / "mypkg/first_party.py").read_text()
+    assert "import os\n\nimport scanrewrite.runtime\n\nimport mypkg\n" in first_party
 
     commit_all(repo)
     second = _pre_commit(repo)

@@ -5,16 +5,16 @@ The sorters cut a module's top-level imports into blocks (runs of import stateme
 broken by any other statement) and lay each block out as sections (`__future__`, the
 standard library, third-party, first-party, relative), one blank line between sections,
 and within a section all `import x` lines, ordered by module name (case-insensitive,
-numbers by value), before all `from x import y` lines. The runtime is a third-party
-package for the user's project, so its import goes among the third-party `import x`
-lines beside `import jax`, or, where the block has none, into a new section of its own
-after the standard library and before relative imports.
+numbers by value), before all `from x import y` lines; a comment above an import stays
+with it (ruff puts a blank line above it). The runtime is a third-party package for the
+user's project, so its import goes among the third-party `import x` lines beside
+`import jax`, or, where the block has none, into a new section of its own after the
+standard library and before first-party and relative imports.
 
-What is not known here is the user's first-party packages: as the sorters do when they
-are not told, any absolute import that is not the standard library counts as
-third-party, and the first blank-line group holding one is the third-party section (so a
-blank line inside the third-party section, which the sorters keep above a comment, ends it
-here too).
+First-party are the top-level names the caller passes: the sorters take the folders and
+modules at the project root (and under `src/`), which the pure transform cannot see.
+Without them, as the sorters do for a package they do not know, every absolute import
+that is not the standard library counts as third-party.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from libcst.helpers import get_full_name_for_node
 
 __all__ = ["add_import", "sort_key"]
 
-_FUTURE, _STDLIB, _THIRD_PARTY, _LOCAL = range(4)
+_FUTURE, _STDLIB, _THIRD_PARTY, _FIRST_PARTY, _LOCAL = range(5)
 _STDLIB_NAMES = frozenset(sys.stdlib_module_names)
 _DIGITS = re.compile(r"\d+")
 _Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
@@ -40,7 +40,11 @@ def sort_key(module: str) -> str:
 
 
 def add_import(
-    module: cst.Module, name: str, first_use: int | None = None, dropped: Collection[int] = ()
+    module: cst.Module,
+    name: str,
+    first_use: int | None = None,
+    dropped: Collection[int] = (),
+    first_party: Collection[str] = (),
 ) -> tuple[cst.Module, int | None]:
     """`module` with ``import name`` added at module level, and the index in its body of
     the new line; `module` and None if a top-level line already imports exactly that.
@@ -48,7 +52,8 @@ def add_import(
     The new line goes before the top-level statement at index `first_use` (the first
     that uses it), however the imports are laid out. `dropped` are the indices of import
     lines about to be removed: a line added right before one takes the blank lines and
-    comments above it, which would otherwise be left behind.
+    comments above it, which would otherwise be left behind. `first_party` are the
+    top-level names of the user's own packages.
     """
     body = list(module.body)
     if any(_imports_module(statement, name) for statement in body):
@@ -56,47 +61,42 @@ def add_import(
     limit = len(body) if first_use is None else first_use
     new = cst.parse_statement(f"import {name}", config=module.config_for_parsing)
     assert isinstance(new, cst.SimpleStatementLine)
+    sections = {i: _section(statement, first_party) for i, statement in enumerate(body) if _is_import_line(statement)}
+    wanted = _section(new, first_party)
     blocks = [block for block in _blocks(body) if block[0] < limit]
-    block = next((block for block in blocks if any(_section(body[i]) == _THIRD_PARTY for i in block)), None)
+    block = next((block for block in blocks if any(sections[i] == wanted for i in block)), None)
     if block is None and blocks:
         block = blocks[0]
     if block is None:
         index = _insert_first(body, new)
-    elif any(_section(body[i]) == _THIRD_PARTY for i in block):
-        index = _insert_in_section(body, _third_party_group(body, block), new, sort_key(name), dropped)
+    elif any(sections[i] == wanted for i in block):
+        members = [i for i in block if sections[i] == wanted]
+        index = _insert_in_section(body, members, new, sort_key(name), dropped)
     else:
-        index = _insert_section(body, block, new)
+        later = next((i for i in block if sections[i] > wanted), None)
+        index = later if later is not None else block[-1] + 1
+        body.insert(index, new.with_changes(leading_lines=(cst.EmptyLine(),)))
     return module.with_changes(body=body), index
 
 
 def _insert_in_section(
-    body: list[_Statement], group: list[int], new: cst.SimpleStatementLine, key: str, dropped: Collection[int]
+    body: list[_Statement], members: list[int], new: cst.SimpleStatementLine, key: str, dropped: Collection[int]
 ) -> int:
-    """Among the group's third-party `import x` lines, in order; before its `from` lines."""
-    plain = [i for i in group if _section(body[i]) == _THIRD_PARTY and _is_plain_import(body[i])]
+    """Among the section's `import x` lines, in order; before its `from` lines."""
+    plain = [i for i in members if _is_plain_import(body[i])]
     after = next((i for i in plain if sort_key(_first_name(body[i])) > key), None)
     if after is None and plain:
         body.insert(plain[-1] + 1, new.with_changes(leading_lines=()))
         return plain[-1] + 1
     if after is None:
-        after = next(i for i in group if _section(body[i]) == _THIRD_PARTY)
+        after = members[0]
     # The first import of a section takes the lines above it (the blank line before the
     # section, a comment naming it) along; a comment above any other import belongs to it.
     lines = list(body[after].leading_lines)
-    first = after == group[0] or _section(body[after - 1]) != _THIRD_PARTY
-    cut = len(lines) if first or after in dropped else 0
+    cut = len(lines) if after == members[0] or after in dropped else 0
     body[after] = body[after].with_changes(leading_lines=lines[cut:])
     body.insert(after, new.with_changes(leading_lines=lines[:cut]))
     return after
-
-
-def _insert_section(body: list[_Statement], block: list[int], new: cst.SimpleStatementLine) -> int:
-    """A section of its own: after the future and standard-library imports, before
-    relative ones, a blank line between it and the others."""
-    local = next((i for i in block if _section(body[i]) == _LOCAL), None)
-    index = local if local is not None else block[-1] + 1
-    body.insert(index, new.with_changes(leading_lines=(cst.EmptyLine(),)))
-    return index
 
 
 def _insert_first(body: list[_Statement], new: cst.SimpleStatementLine) -> int:
@@ -127,17 +127,7 @@ def _blocks(body: list[_Statement]) -> list[list[int]]:
     return blocks
 
 
-def _third_party_group(body: list[_Statement], block: list[int]) -> list[int]:
-    """The first blank-line-separated group of `block` holding a third-party import."""
-    groups: list[list[int]] = []
-    for index in block:
-        if not groups or any(_is_blank(line) for line in body[index].leading_lines):
-            groups.append([])
-        groups[-1].append(index)
-    return next(group for group in groups if any(_section(body[i]) == _THIRD_PARTY for i in group))
-
-
-def _section(statement: _Statement) -> int:
+def _section(statement: _Statement, first_party: Collection[str]) -> int:
     assert isinstance(statement, cst.SimpleStatementLine)
     node = statement.body[0]
     if isinstance(node, cst.ImportFrom):
@@ -150,7 +140,10 @@ def _section(statement: _Statement) -> int:
     else:
         assert isinstance(node, cst.Import)
         name = _first_name(statement)
-    return _STDLIB if name.partition(".")[0] in _STDLIB_NAMES else _THIRD_PARTY
+    top = name.partition(".")[0]
+    if top in first_party:
+        return _FIRST_PARTY
+    return _STDLIB if top in _STDLIB_NAMES else _THIRD_PARTY
 
 
 def _first_name(statement: _Statement) -> str:

@@ -84,7 +84,11 @@ def _bound_names(node: cst.BaseSmallStatement) -> set[str]:
 
 
 def apply_scheduled_imports(
-    module: cst.Module, context: CodemodContext, first_use: int | None = None, dropped: Collection[int] = ()
+    module: cst.Module,
+    context: CodemodContext,
+    first_use: int | None = None,
+    dropped: Collection[int] = (),
+    first_party: Collection[str] = (),
 ) -> cst.Module:
     """`module` with the import additions and removals scheduled in `context` made.
 
@@ -93,12 +97,13 @@ def apply_scheduled_imports(
     `RemoveImportsVisitor` drops them) and an added ``import x`` goes where import
     sorters put it (see `_import_order`), before the top-level statement at index
     `first_use`, adding only its own line and the blank lines a section needs.
-    `dropped` are the indices of the import lines that will be removed.
+    `dropped` are the indices of the import lines that will be removed; `first_party`
+    the top-level names of the user's own packages.
     """
     items = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
     dropped = set(dropped)
     for name in sorted({item.module for item in items if _plain(item)}, key=sort_key):
-        module, index = add_import(module, name, first_use, dropped)
+        module, index = add_import(module, name, first_use, dropped, first_party)
         if index is not None:
             first_use = None if first_use is None else first_use + 1
             dropped = {i + 1 if i >= index else i for i in dropped}

@@ -7,7 +7,7 @@ command (`_command.py`) both drive.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -36,6 +36,9 @@ class Rewritten:
     line: int
     #: The qualified name of the API that was called, e.g. ``"jax.lax.scan"``.
     api: str
+    #: What was asked for and not written, e.g.
+    #: ``"levels not written: equinox.internal.scan takes none"``.
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,21 +66,33 @@ class RewriteResult:
         return bool(self.rewritten)
 
 
-def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) -> RewriteResult:
+def rewrite(
+    source: bytes,
+    *,
+    unroll: int = 4,
+    checkpoint: str | None = None,
+    levels: int | str | None = None,
+    first_party: Collection[str] = (),
+) -> RewriteResult:
     """Rewrite every recognised scan call in `source`.
 
     `unroll` (a positive int) is appended to each rewritten call that does not pass
     one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
     ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
-    ``checkpoint=jax.checkpoint_policies.NAME``); any other option value raises
-    `ValueError`. Source that cannot be decoded, parsed or reproduced byte for byte
+    ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
+    positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
+    target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
+    its `Rewritten.note` says so). Any other option value raises `ValueError`.
+    `first_party` are the top-level names of the user's own packages, which import
+    sorters put after third-party ones such as the runtime: the added import goes where
+    they would put it. Source that cannot be decoded, parsed or reproduced byte for byte
     raises `SourceError`. Everything that is not rewritten comes back byte for byte.
     """
-    check_options(unroll, checkpoint)
+    check_options(unroll, checkpoint, levels)
     parsed = Parsed.from_bytes(source)
     if not may_rewrite(source):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext())
+    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party)
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -88,10 +103,12 @@ def rewrite(source: bytes, *, unroll: int = 4, checkpoint: str | None = None) ->
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def check_options(unroll: object, checkpoint: object) -> None:
-    """Raise `ValueError` naming the option unless both are valid for `rewrite`."""
+def check_options(unroll: object, checkpoint: object, levels: object = None) -> None:
+    """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+    if levels not in (None, "auto") and (isinstance(levels, bool) or not isinstance(levels, int) or levels < 1):
+        raise ValueError(f"`levels` must be a positive integer or 'auto', got {levels!r}")
     if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
         raise ValueError(
             f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
@@ -115,9 +132,13 @@ class Rewriter:
         checkpoint: str | None,
         context: CodemodContext,
         warn: Callable[[str], None] | None = None,
+        levels: int | str | None = None,
+        first_party: Collection[str] = (),
     ) -> None:
         self.unroll = unroll
         self.checkpoint = checkpoint
+        self.levels = levels
+        self.first_party = first_party
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
@@ -165,7 +186,7 @@ class Rewriter:
         dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
         replacer = _ReplaceCalls(calls)
         module = module.visit(replacer)
-        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped)
+        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
@@ -195,7 +216,13 @@ class Rewriter:
         )
         if writes_policy and not self._scopes[call]["jax"]:
             AddImportsVisitor.add_needed_import(self._context, "jax")
-        self.rewritten.append(Rewritten(line, resolved.qualified_name))
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        note = None
+        if levels is not None and "levels" not in resolved.keyword_only:
+            note = f"levels not written: {resolved.qualified_name} takes none"
+            if self._warn is not None:
+                self._warn(f"line {line}: {note}")
+        self.rewritten.append(Rewritten(line, resolved.qualified_name, note))
         return resolved, plan
 
     def _new_args(self, call: cst.Call, target: Target, pragma: Pragma) -> list[cst.Arg] | str:
@@ -221,6 +248,10 @@ class Rewriter:
             if self.checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
                 return "checkpoint policy needs `jax`, which is bound to something else here"
             new_args.append(keyword_arg("checkpoint", self._checkpoint_value()))
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
+            value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
+            new_args.append(keyword_arg("levels", value))
         return new_args
 
     def _checkpoint_value(self) -> cst.BaseExpression:

@@ -6,8 +6,8 @@ The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--
     read_unroll(source: bytes) -> dict[int, int | None]
 
 `picks` maps a call site's line (1-based: the line of the call's first character, as
-`Rewritten.line` reports it, and as the runtime names the site) to the `unroll` to write
-there. Each `scanrewrite.runtime.scan` / `scanrewrite.runtime.eqxi_scan` call starting on
+`Rewritten.line` reports it, and as the runtime names the site, since the rewrite writes
+the callee on one line) to the `unroll` to write there. Each `scanrewrite.runtime.scan` / `scanrewrite.runtime.eqxi_scan` call starting on
 that line gets ``unroll=K``: its value replaced where the call passes one (by keyword or,
 for `scan`, as the sixth positional argument), else appended in the call's own layout.
 Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
@@ -109,7 +109,8 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
 
     None where it passes none (the runtime's default, 1, applies) or passes something
     other than an int literal (a name, ``True``, ``**kwargs``). Where calls share a first
-    line, the first one's. Raises `SourceError` as `set_unroll` does.
+    line, the first one's. Pragmas are not consulted: `set_unroll(...).skipped` tells which
+    sites the write-back leaves alone. Raises `SourceError` as `set_unroll` does.
     """
     parsed = Parsed.from_bytes(source)
     if b"scanrewrite" not in source:
