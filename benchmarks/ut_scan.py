@@ -13,6 +13,7 @@ and the largest relative difference of the loss and gradients from `lax.scan`'s.
     python benchmarks/ut_scan.py --n 12 --ks 3 4 6 --width 128
     python benchmarks/ut_scan.py --tune          # scanrewrite.tune on the same workload
     python benchmarks/ut_scan.py --tune --memory-budget 0.5x --policies none,dots_saveable
+    scanrewrite-tune benchmarks/ut_scan.py:factory --diff   # the same through the command
 
 `--tune` runs the tuner on the workload as `scanrewrite --unroll 4` leaves it (one site,
 `unroll=4`) and prints its tables: every chunk size in `--ks` (default the tuner's 1, 2, 3, 4,
@@ -164,16 +165,25 @@ def run(args) -> str:
     return "\n".join(lines)
 
 
-def tune_site(params, h0, n: int, unroll: int = 4):
+def tune_site(params, h0, n: int):
     """The workload's loss and gradients with its loop written as `scanrewrite --unroll 4`
     writes it: the one site the tuner measures."""
 
     def loss(params, h0):
         step = lambda h, _: (block(params, h), None)
-        h, _ = scanrewrite.runtime.scan(step, h0, length=n, unroll=unroll)
+        h, _ = scanrewrite.runtime.scan(step, h0, length=n, unroll=4)
         return jnp.mean(h**2)
 
     return jax.value_and_grad(loss, argnums=(0, 1)), (params, h0)
+
+
+def factory():
+    """For `scanrewrite-tune benchmarks/ut_scan.py:factory`: the workload at the CPU preset's size."""
+    preset = PRESETS["cpu"]
+    key = jax.random.PRNGKey(0)
+    params = init_params(key, preset["width"])
+    h0 = jax.random.normal(jax.random.fold_in(key, 1), (preset["batch"], preset["seq"], preset["width"]))
+    return tune_site(params, h0, preset["n"])
 
 
 def run_tune(args) -> str:
