@@ -36,6 +36,8 @@ JAX_TESTS = (
     "tests/test_runtime*.py",
     "tests/test_fixtures.py",
     "tests/test_notebook_fixtures.py",
+    "tests/test_override.py",
+    "tests/test_tune*.py",
     "tests/test_targets.py",
 )
 CLI_TESTS = (

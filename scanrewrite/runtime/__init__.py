@@ -24,9 +24,10 @@ import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _override, _staging
 from scanrewrite.runtime._compat import lax_unroll
+from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
 
-__all__ = ["eqxi_scan", "scan"]
+__all__ = ["ORIGINAL", "Site", "eqxi_scan", "override", "record_sites", "scan"]
 
 _Carry = TypeVar("_Carry")
 _X = TypeVar("_X")
@@ -41,6 +42,8 @@ def _settings_key(settings: dict[str, Any]) -> tuple:
 def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     """`scan` with its settings resolved for the call site."""
     unroll, checkpoint = settings["unroll"], settings["checkpoint"]
+    if unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+        return jax.lax.scan(f, init, xs, length, reverse, 1, _split_transpose)
     check_unroll(unroll)
     check_checkpoint(checkpoint)
     n = scan_length(xs, length)
@@ -155,6 +158,8 @@ def eqxi_scan(
 
     # `checkpoint` is what `kind="lax"` passes to `scan`; `kind="checkpointed"` ignores it.
     settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=True)
+    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+        return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     check_unroll(settings["unroll"])
     if kind not in ("lax", "checkpointed"):
         raise ValueError(f"`kind` must be 'lax' or 'checkpointed', got {kind!r}")

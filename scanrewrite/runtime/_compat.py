@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["enable_x64", "lax_unroll", "typeof"]
+__all__ = ["enable_x64", "lax_unroll", "make_user_context", "typeof"]
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval
@@ -23,6 +23,12 @@ def typeof(x: Any) -> Any:
     `jax.typeof` where jax has it; on older releases (jax 0.4.38 has none), `jax.core.get_aval`.
     """
     return _typeof(x)
+
+
+#: `jax.make_user_context(default)`: a context-managed value that is part of jax's jit cache
+#: key, so changing it makes jitted functions trace again. None on releases without it (about
+#: 0.7 and older); there `scanrewrite.runtime.override` clears jax's caches instead.
+make_user_context = getattr(jax, "make_user_context", None)
 
 
 def lax_unroll(unroll: Any) -> Any:
