@@ -9,6 +9,7 @@ leaf, with a wrong variant rejected).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import equinox.internal as eqxi
@@ -18,6 +19,7 @@ import pytest
 
 import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._compat import make_user_context
 from scanrewrite.runtime._override import Call, resolve
 from tests.treecheck import assert_trees_close
 
@@ -85,7 +87,8 @@ def test_a_jitted_function_traced_before_is_traced_again_under_an_override():
         fn(*args)
         assert len(traces) == during  # cached under the same override
     fn(*args)
-    assert len(traces) == during  # the compilation from before the override is back
+    # Where jax has no user context in its cache key, leaving an override clears jax's caches.
+    assert len(traces) == (during if make_user_context is not None else during + before)
     with override(unroll=3):
         fn(*args)
     assert len(traces) > during
@@ -202,7 +205,9 @@ def test_original_for_eqxi_scan_is_equinox_scan():
     with override(unroll=3):
         chunked = str(jax.make_jaxpr(fn)(*args))
     assert jaxpr != chunked
-    assert jaxpr == str(jax.make_jaxpr(reference)(*args))
+    # Older equinox prints the functions in its jaxpr with their addresses.
+    addresses = lambda text: re.sub(r"0x[0-9a-f]+", "0x", text)
+    assert addresses(jaxpr) == addresses(str(jax.make_jaxpr(reference)(*args)))
     assert assert_trees_close(got, loss(reference)(*args), **TOL) == 1
 
 
