@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["enable_x64", "lax_unroll", "make_user_context", "typeof"]
+__all__ = ["INLINE", "enable_x64", "lax_unroll", "make_user_context", "typeof"]
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval
@@ -24,6 +24,12 @@ def typeof(x: Any) -> Any:
     """
     return _typeof(x)
 
+
+#: `jax.jit(inline=INLINE)` inlines the staged function into an enclosing trace's jaxpr, so a
+#: traced program is the one the call it replaces would give. Newer jax reads `inline=True` as
+#: "inline while lowering" (the jaxpr keeps a nested `jit`); `jax.Inline.JAX_EARLY` is the old
+#: meaning there.
+INLINE: Any = jax.Inline.JAX_EARLY if hasattr(jax, "Inline") else True
 
 #: `jax.make_user_context(default)`: a context-managed value that is part of jax's jit cache
 #: key, so changing it makes jitted functions trace again. None on releases without it (about

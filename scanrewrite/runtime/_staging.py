@@ -1,6 +1,6 @@
 """One compiled unit per runtime call, cached weakly on `f`, as `jax.lax.scan` caches its body.
 
-A runtime call is staged as one `jax.jit(..., inline=True)` function: outside any trace (and
+A runtime call is staged as one `jax.jit(..., inline=INLINE)` function: outside any trace (and
 under `jax.vmap`/`jax.grad` without `jit`) the chunk loop, the leftover steps, the stacking
 and the concatenation then run as one XLA program instead of op by op; inside an outer `jit`
 the staged jaxpr is inlined, so the outer program is unchanged. `jax.jit` caches its trace
@@ -24,6 +24,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from scanrewrite.runtime._compat import INLINE
 
 # Staged functions kept per `f` (per static key, least recently used first). A bound: keys
 # that hold a fresh object per call (an inline `buffers=lambda c: ...`) must not pile up.
@@ -86,12 +88,12 @@ def staged(f: Callable, key: Hashable, build: _Build) -> Callable:
         except TypeError:  # an unhashable setting, or an `owner` whose hash fails on its data
             handle = None
     if handle is None:
-        return jax.jit(build(lambda: f), inline=True)
+        return jax.jit(build(lambda: f), inline=INLINE)
     if entries is None:
         entries = _cache[owner] = collections.OrderedDict()
     fn = entries.get(full_key)
     if fn is None:
-        fn = entries[full_key] = jax.jit(build(get_f), inline=True)
+        fn = entries[full_key] = jax.jit(build(get_f), inline=INLINE)
         if len(entries) > MAX_PER_F:
             entries.popitem(last=False)
     else:
