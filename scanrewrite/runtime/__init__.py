@@ -8,6 +8,7 @@ schedule across steps), followed by the `N % k` leftover steps (the highest indi
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
+For long scans, `levels` nests the checkpointing (blocks of chunks; see `_levels`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any, Literal, TypeVar
 
 import jax
 import jax.numpy as jnp
+
+from scanrewrite.runtime import _levels
 
 __all__ = ["eqxi_scan", "scan"]
 
@@ -177,6 +180,7 @@ def scan(
     _split_transpose: bool = False,
     *,
     checkpoint: bool | Callable[..., Any] = True,
+    levels: int | Literal["auto"] = 1,
 ) -> tuple[_Carry, _Y]:
     """As `jax.lax.scan`, computed as checkpointed chunks of `unroll` straight-line steps.
 
@@ -191,6 +195,15 @@ def scan(
         such as `jax.checkpoint_policies.dots_saveable` is passed to
         `jax.checkpoint(policy=...)`. `False` does not checkpoint at all: the result is then an
         unrolled scan with every step's residuals saved, as `jax.lax.scan(unroll=k)`.
+    - `levels`: nested checkpointing for long scans. `1`: one loop over the `N // k` chunks,
+        keeping `N // k` carries for the backward pass. `2`: the chunks are grouped into about
+        `sqrt(N / k)` blocks, each block in `jax.checkpoint` (without the policy: a block
+        keeps only its input carry), so the backward pass keeps about `2 sqrt(N / k)` carries
+        plus one chunk's residuals, for one more forward recomputation. `L`: the same, L deep,
+        about `L (N / k) ** (1 / L)` carries. A level that would hold fewer than two blocks is
+        not built (so a too large `levels` acts as the largest that N supports). `"auto"`: the
+        smallest level count that keeps at most 64 carries. With `checkpoint=False` nothing is
+        recomputed at any level.
 
     **Returns:**
 
@@ -203,12 +216,26 @@ def scan(
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
     _check_unroll(unroll)
     chunk_wrapper = _wrapper(checkpoint, prevent_cse=False)
+    _levels.check(levels)
     n = _scan_length(xs, length)
     if n == 0:
         return jax.lax.scan(f, init, xs, length, reverse, unroll, _split_transpose)
 
+    def loop(body, carry, looped_xs, count):
+        return jax.lax.scan(body, carry, looped_xs, count, reverse, 1, _split_transpose)
+
     def outer(chunk, carry, chunked_xs, chunks):
-        return jax.lax.scan(chunk, carry, chunked_xs, chunks, reverse, 1, _split_transpose)
+        return _levels.nested(
+            loop,
+            chunk,
+            carry,
+            chunked_xs,
+            chunks,
+            _levels.resolve(levels, chunks),
+            reverse,
+            # Blocks keep only their input carry, whatever the chunks' policy saves.
+            _wrapper(checkpoint is not False, prevent_cse=False),
+        )
 
     return _chunked(
         f,
