@@ -20,6 +20,7 @@ the loop and the checkpoint wrapper as arguments, so it knows nothing of how a c
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -71,6 +72,7 @@ class Split(NamedTuple):
     inner: int
 
 
+@functools.cache
 def split(count: int, levels: int) -> Split | None:
     """How `levels` levels start over `count` units; `None` when they run as one flat loop.
 
@@ -87,6 +89,7 @@ def split(count: int, levels: int) -> Split | None:
     return None
 
 
+@functools.cache
 def saved_carries(count: int, levels: int) -> int:
     """The carries the backward pass of `count` checkpointed units keeps at most, at once.
 
