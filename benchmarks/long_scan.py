@@ -100,8 +100,10 @@ def measure(n: int, args, tick: Callable[[str], None]) -> list[str]:
     lines = [
         f"N = {n}:",
         "",
-        "| variant | levels built | carries kept (promised) | temp memory (MiB) | in carries | vs lax.scan "
-        "| vs levels=1 | step time vs lax.scan | median step (ms) | compile (s) | max rel diff |",
+        (
+            "| variant | levels built | carries kept (promised) | temp memory (MiB) | in carries | vs lax.scan "
+            "| vs levels=1 | step time vs lax.scan | median step (ms) | compile (s) | max rel diff |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, row in rows.items():

@@ -52,7 +52,7 @@ def check(levels: Any) -> None:
 
 def _iroot(count: int, levels: int) -> int:
     """The largest r with r**levels <= count, for count >= 0 (exact, unlike a float power)."""
-    r = int(round(count ** (1.0 / levels)))
+    r = round(count ** (1.0 / levels))
     while r > 0 and r**levels > count:
         r -= 1
     while (r + 1) ** levels <= count:
