@@ -250,6 +250,22 @@ def test_blocks_are_checkpointed_without_the_chunk_policy():
     assert block.params["policy"] is None and block.params["prevent_cse"] is False
 
 
+@pytest.mark.parametrize("init", [1.0, jnp.float32(1.0)], ids=["weak-init", "strong-init"])
+@pytest.mark.parametrize("levels", [2, 3, "auto"])
+def test_levels_trace_f_no_more_than_one_level(levels, init):
+    """The leftover loops reuse the chunk's trace: `f` is traced `k + N % k` times (+1 if weak)."""
+    traces = 0
+
+    def step(carry, x):
+        nonlocal traces
+        traces += 1
+        return carry * 0.5 + x, carry
+
+    xs = jnp.ones(1003)  # k = 4: 250 chunks, leftover chunks at every level, 3 leftover steps
+    jax.jit(jax.grad(lambda c: scan(step, c, xs, unroll=4, levels=levels)[1].sum()))(init)
+    assert traces == 4 + 3 + (not isinstance(init, jax.Array))
+
+
 # Memory: deterministic, from XLA's compiled memory analysis (N = 1,024, a 64 KiB carry).
 
 CARRY = (128, 128)  # float32: 64 KiB
