@@ -227,7 +227,8 @@ def scan_lengths(jaxpr):
     ],
 )
 def test_levels_nest_scans(n, kw, lengths):
-    assert scan_lengths(jaxpr_of(n, **kw).jaxpr) == lengths
+    # A prefix: where a chunk's steps are a rolled loop of their own, one more scan follows.
+    assert scan_lengths(jaxpr_of(n, **kw).jaxpr)[: len(lengths)] == lengths
 
 
 @pytest.mark.parametrize(
@@ -253,17 +254,21 @@ def test_blocks_are_checkpointed_without_the_chunk_policy():
 @pytest.mark.parametrize("init", [1.0, jnp.float32(1.0)], ids=["weak-init", "strong-init"])
 @pytest.mark.parametrize("levels", [2, 3, "auto"])
 def test_levels_trace_f_no_more_than_one_level(levels, init):
-    """The leftover loops reuse the chunk's trace: `f` is traced `k + N % k` times (+1 if weak)."""
-    traces = 0
+    """The block and leftover loops reuse the chunk's trace: as many traces as `levels=1`."""
 
-    def step(carry, x):
-        nonlocal traces
-        traces += 1
-        return carry * 0.5 + x, carry
+    def traces(levels):
+        count = 0
 
-    xs = jnp.ones(1003)  # k = 4: 250 chunks, leftover chunks at every level, 3 leftover steps
-    jax.jit(jax.grad(lambda c: scan(step, c, xs, unroll=4, levels=levels)[1].sum()))(init)
-    assert traces == 4 + 3 + (not isinstance(init, jax.Array))
+        def step(carry, x):
+            nonlocal count
+            count += 1
+            return carry * 0.5 + x, carry
+
+        xs = jnp.ones(1003)  # k = 4: 250 chunks, leftover chunks at every level, 3 leftover steps
+        jax.jit(jax.grad(lambda c: scan(step, c, xs, unroll=4, levels=levels)[1].sum()))(init)
+        return count
+
+    assert traces(levels) == traces(1) <= 4 + 3 + 1
 
 
 # Memory: deterministic, from XLA's compiled memory analysis (N = 1,024, a 64 KiB carry).
