@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 import click
 from click.core import ParameterSource
@@ -25,6 +26,7 @@ from scanrewrite.files import (
     display_path,
     find_project_root,
     find_pyproject,
+    first_party_names,
     read_config,
 )
 from scanrewrite.mode import Mode, WriteBack
@@ -38,6 +40,7 @@ CONFIG_KEYS = {
     "unroll": "unroll",
     "no-checkpoint": "no_checkpoint",
     "policy": "policy",
+    "levels": "levels",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
     "force-exclude": "force_exclude",
@@ -122,6 +125,21 @@ def _either(ctx: click.Context, first: str, second: str, a: object, b: object) -
     return (a, None) if a_wins else (None, b)
 
 
+class _Levels(click.ParamType):
+    """A positive int or "auto" (also an int from TOML)."""
+
+    name = "levels"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if value == "auto":
+            return "auto"
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        self.fail(f"must be a positive integer or 'auto', got {value!r}", param, ctx)
+
+
 def _write_stdout(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
@@ -145,6 +163,13 @@ def _write_stdout(data: bytes) -> None:
     help="Write checkpoint=jax.checkpoint_policies.NAME (not with --no-checkpoint); NAME is one of "
     + ", ".join(CHECKPOINT_POLICIES)
     + ".",
+)
+@click.option(
+    "--levels",
+    type=_Levels(),
+    metavar="N|auto",
+    help="Write levels=N (or levels=\"auto\") into every rewritten jax.lax.scan call: nested checkpointing "
+    "(eqxi.scan calls get none).",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout.")
@@ -188,6 +213,7 @@ def main(
     unroll: int,
     no_checkpoint: bool,
     policy: str | None,
+    levels: int | str | None,
     check: bool,
     diff: bool,
     stdin_filename: str | None,
@@ -213,7 +239,7 @@ def main(
     if stdin_filename is not None and "-" not in paths:
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
-    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy)
+    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels)
     write_back = WriteBack.from_configuration(check=check, diff=diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color)
@@ -224,6 +250,8 @@ def main(
         ctx.exit(0)
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
+    # The added import goes where import sorters put it, before the project's own packages.
+    mode = replace(mode, first_party=first_party_names(root))
     if verbose:
         click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
     discovery = Discovery(

@@ -30,7 +30,9 @@ def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
 
     Raises `SourceError` for source that cannot be parsed and for such a result.
     """
-    result = rewrite(source, unroll=mode.unroll, checkpoint=mode.checkpoint)
+    result = rewrite(
+        source, unroll=mode.unroll, checkpoint=mode.checkpoint, levels=mode.levels, first_party=mode.first_party
+    )
     if result.changed:
         try:
             libcst.parse_module(result.code)
@@ -73,6 +75,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             tuple(call.line for call in result.rewritten),
             tuple((call.line, call.reason) for call in result.skipped),
             diff,
+            notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
         ),
         result.code,
     )

@@ -355,3 +355,20 @@ def _fsync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def first_party_names(root: Path) -> frozenset[str]:
+    """The top-level names ruff and isort call first-party by default in the project at
+    `root`: the folders and `.py` modules in it and in its `src` folder."""
+    names = set()
+    for folder in (root, root / "src"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+            with contextlib.suppress(OSError):
+                if name.isidentifier() and (entry.is_dir() or name != entry.name):
+                    names.add(name)
+    return frozenset(names)

@@ -22,6 +22,12 @@ class Mode:
     #: None leaves the runtime's default (checkpointed); "none" writes
     #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`.
     checkpoint: str | None = None
+    #: None writes no `levels=`; a positive int or "auto" writes it into every
+    #: rewritten call of a target that takes it (`jax.lax.scan`).
+    levels: int | str | None = None
+    #: The project's own top-level packages and modules, which import sorters call
+    #: first-party: the added import goes before them (see `scanrewrite.codemod`).
+    first_party: frozenset[str] = frozenset()
 
 
 class WriteBack(enum.Enum):

@@ -11,6 +11,7 @@ __all__ = ["Pragma", "pragma_comments"]
 
 _PRAGMA = re.compile(r"#\s*scanrewrite\s*:\s*(?P<directive>[^#]*)")
 _UNROLL = re.compile(r"unroll\s*=\s*(?P<value>\S*)")
+_LEVELS = re.compile(r"levels\s*=\s*(?P<value>\S*)")
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Pragma:
     skip: bool = False
     skip_file: bool = False
     unroll: int | None = None
+    #: A positive int or ``"auto"``.
+    levels: int | str | None = None
     error: str | None = None
 
     @classmethod
@@ -44,6 +47,13 @@ class Pragma:
             value = unroll.group("value")
             if value.isdigit() and value.isascii() and int(value) >= 1:
                 return cls(unroll=int(value))
+        levels = _LEVELS.fullmatch(directive)
+        if levels is not None:
+            value = levels.group("value")
+            if value == "auto":
+                return cls(levels=value)
+            if value.isdigit() and value.isascii() and int(value) >= 1:
+                return cls(levels=int(value))
         return cls(error=f"malformed pragma {directive!r}")
 
     def merge(self, other: Pragma) -> Pragma:
@@ -51,6 +61,7 @@ class Pragma:
             skip=self.skip or other.skip,
             skip_file=self.skip_file or other.skip_file,
             unroll=other.unroll if other.unroll is not None else self.unroll,
+            levels=other.levels if other.levels is not None else self.levels,
             error=self.error or other.error,
         )
 

@@ -32,6 +32,8 @@ class FileResult:
     diff: bytes | None = None
     #: Why the file failed, as (line or None, one-line message); None if it did not.
     error: tuple[int | None, str] | None = None
+    #: (line, note) of rewritten calls that did not get everything asked for.
+    notes: tuple[tuple[int, str], ...] = ()
 
 
 def _plural(count: int, noun: str) -> str:
@@ -76,11 +78,11 @@ class Report:
             if self.verbose:
                 self._err(f"{path}: unchanged")
 
-    def rewritten(self, path: str, line: int) -> None:
-        """Count one call rewritten at `path:line`."""
+    def rewritten(self, path: str, line: int, note: str | None = None) -> None:
+        """Count one call rewritten at `path:line` (`note`: what it did not get)."""
         self.rewritten_calls += 1
         if self.verbose:
-            self._err(f"{path}:{line}: rewritten")
+            self._err(f"{path}:{line}: rewritten" + (f" ({note})" if note else ""))
 
     def skipped(self, path: str, line: int, reason: str) -> None:
         """Count one call at `path:line` that was left as it was, and why."""
@@ -96,8 +98,9 @@ class Report:
 
     def record(self, result: FileResult) -> None:
         """Count one file's result, calls first, then the file itself."""
+        notes = dict(result.notes)
         for line in result.rewritten:
-            self.rewritten(result.display, line)
+            self.rewritten(result.display, line, notes.get(line))
         for line, reason in result.skipped:
             self.skipped(result.display, line, reason)
         if result.error is None:

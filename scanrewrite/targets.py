@@ -6,7 +6,8 @@ signature and only adds keyword-only options, so every call the original accepts
 binds the same way after the rewrite. The codemod uses the parameter lists to tell
 whether a call already passes `unroll` (positionally or by keyword), whether a
 `*args` or `**kwargs` could carry it, and whether the replacement takes a
-`checkpoint` option.
+`checkpoint` or `levels` option (`levels` only where the runtime nests its own
+checkpointed loop: `eqxi_scan` delegates that to equinox, so an `eqxi.scan` call gets none).
 Adding an API is adding a row.
 
 This module is pure data: it must not import jax.
@@ -39,8 +40,8 @@ TARGETS: tuple[Target, ...] = (
         qualified_name="jax.lax.scan",
         replacement="scanrewrite.runtime.scan",
         params=("f", "init", "xs", "length", "reverse", "unroll", "_split_transpose"),
-        keyword_only=("checkpoint",),
-        added=("checkpoint",),
+        keyword_only=("checkpoint", "levels"),
+        added=("checkpoint", "levels"),
     ),
     Target(
         qualified_name="equinox.internal.scan",

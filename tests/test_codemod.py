@@ -547,8 +547,8 @@ IMPORTS = [
         """,
         """\
         import os
-        from jax import lax
         import scanrewrite.runtime
+        from jax import lax
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         z = lax.cond(p, a, b)
         """,
@@ -560,8 +560,8 @@ IMPORTS = [
         y = scan(f, c, xs)
         """,
         """\
-        from jax.lax import cond  # control flow
         import scanrewrite.runtime
+        from jax.lax import cond  # control flow
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         """,
         id="one name removed from a from-import",
@@ -589,8 +589,8 @@ IMPORTS = [
         """,
         """\
         import scanrewrite
-        from scanrewrite import runtime
         import scanrewrite.runtime
+        from scanrewrite import runtime
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         """,
         id="import scanrewrite alone does not load the runtime",
@@ -623,8 +623,8 @@ IMPORTS = [
         y = lax.scan(f, c, xs)
         """,
         """\
-        import unused_module
         import scanrewrite.runtime
+        import unused_module
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         """,
         id="other unused import untouched",
@@ -639,6 +639,7 @@ IMPORTS = [
         """,
         """\
         import os
+
         import scanrewrite.runtime
         def g(c, xs):
             # local import

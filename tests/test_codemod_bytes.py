@@ -50,7 +50,7 @@ REWRITES = [
     ),
     pytest.param(
         b"s = '''a\rb'''\nfrom jax import lax\ny = lax.scan(f, c, xs)\n",
-        b"import scanrewrite.runtime\ns = '''a\rb'''\ny = scanrewrite.runtime.scan(f, c, xs, unroll=4)\n",
+        b"s = '''a\rb'''\nimport scanrewrite.runtime\ny = scanrewrite.runtime.scan(f, c, xs, unroll=4)\n",
         id="cr inside a string does not set the newline",
     ),
     pytest.param(

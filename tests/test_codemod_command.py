@@ -23,8 +23,8 @@ SOURCE = textwrap.dedent(
 )
 EXPECTED = textwrap.dedent(
     """\
-    from jax import lax
     import scanrewrite.runtime
+    from jax import lax
     a = scanrewrite.runtime.scan(f, c, xs, unroll=3)
     b = lax.scan(f, c, xs, **options)
     """
@@ -38,14 +38,17 @@ def _parse_options(argv):
 
 
 def test_add_args_defaults_match_init():
-    assert _parse_options([]) == {"unroll": 4, "checkpoint": None}
-    assert _parse_options(["--unroll", "8", "--checkpoint", "dots_saveable"]) == {
+    assert _parse_options([]) == {"unroll": 4, "checkpoint": None, "levels": None}
+    assert _parse_options(["--unroll", "8", "--checkpoint", "dots_saveable", "--levels", "auto"]) == {
         "unroll": 8,
         "checkpoint": "dots_saveable",
+        "levels": "auto",
     }
 
 
-@pytest.mark.parametrize("argv", [["--unroll", "0"], ["--unroll", "x"], ["--checkpoint", "save_only_these_names"]])
+@pytest.mark.parametrize(
+    "argv", [["--unroll", "0"], ["--unroll", "x"], ["--checkpoint", "save_only_these_names"], ["--levels", "0"]]
+)
 def test_add_args_rejects_bad_values(argv, capsys):
     with pytest.raises(SystemExit):
         _parse_options(argv)
@@ -89,3 +92,23 @@ def test_runs_under_libcst_tool(tmp_path):
     assert (tmp_path / "untouched.py").read_text() == "import os\n"
     assert "WARNING: line 3: unroll may come from **kwargs" in done.stderr
     assert "Failed to codemod 0 files" in done.stderr
+
+
+def test_the_module_s_own_package_is_first_party():
+    source = textwrap.dedent(
+        """\
+        import os
+
+        import mypkg
+
+
+        def g(c, xs):
+            from jax import lax
+
+            return lax.scan(f, c, xs), lax.cond
+        """
+    )
+    context = CodemodContext(filename="mypkg/model.py", full_module_name="mypkg.model")
+    result = transform_module(ScanRewriteCommand(context), source)
+    assert isinstance(result, TransformSuccess)
+    assert result.code.startswith("import os\n\nimport scanrewrite.runtime\n\nimport mypkg\n")

@@ -248,8 +248,8 @@ def test_skipped_call_keeps_its_imports_next_to_a_rewritten_one():
         b = lax.scan(f, c, xs, **options)
         """,
         """\
-        from jax import lax
         import scanrewrite.runtime
+        from jax import lax
         a = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         b = lax.scan(f, c, xs, **options)
         """,
@@ -269,8 +269,8 @@ def test_pragma_on_an_argument_line_does_not_reach_the_outer_call():
         )
         """,
         """\
-        from jax import lax
         import scanrewrite.runtime
+        from jax import lax
         y = scanrewrite.runtime.scan(
             f,
             lax.scan(g, c, xs)[0],  # scanrewrite: skip
@@ -431,8 +431,8 @@ CHECKPOINT = [
         ''',
         '''\
         """Doc."""
-        import jax.numpy as jnp
         import jax
+        import jax.numpy as jnp
         import scanrewrite.runtime
         y = scanrewrite.runtime.scan(f, jnp.zeros(2), xs, unroll=4, checkpoint=jax.checkpoint_policies.nothing_saveable)
         ''',

@@ -5,6 +5,8 @@ it compared; `test_checker_rejects_remainder_run_in_the_wrong_order` shows the s
 reject a scan that gets the step order wrong only in the remainder.
 """
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,11 +14,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scanrewrite.runtime import scan
+from scanrewrite.runtime import _chunks, scan
 from tests.treecheck import assert_trees_close
 
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=2e-5, atol=2e-5)}
 POLICY = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+# The layout the backend picks (rolled steps on CPU), and the straight-line one of accelerators.
+LAYOUTS = {
+    "backend": None,
+    "unrolled": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
+    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+}
+
+
+@contextlib.contextmanager
+def pinned_layout(name: str):
+    """Build the program with the layout `name` (part of the staging key, so never stale)."""
+    saved, _chunks._FORCE_LAYOUT = _chunks._FORCE_LAYOUT, LAYOUTS[name]
+    try:
+        yield
+    finally:
+        _chunks._FORCE_LAYOUT = saved
 
 
 def make_step(xs_kind: str, ys_kind: str):
@@ -94,24 +112,27 @@ checkpoints = st.sampled_from([True, False, POLICY])
     checkpoint=checkpoints,
     weak_s=st.booleans(),
     seed=st.integers(0, 2**16),
+    layout=st.sampled_from(["backend", "unrolled"]),
     levels=st.sampled_from([1, 2, 3, "auto"]),  # tests/test_runtime_levels.py has fixed cases
 )
-def test_matches_lax_scan(dtype, n, unroll, reverse, xs_kind, ys_kind, checkpoint, weak_s, seed, levels):
-    with jax.enable_x64(dtype == "float64"):
+def test_matches_lax_scan(dtype, n, unroll, reverse, xs_kind, ys_kind, checkpoint, weak_s, seed, layout, levels):
+    with jax.enable_x64(dtype == "float64"), pinned_layout(layout):
         check_against_lax(
             scan, n, xs_kind, ys_kind, jnp.dtype(dtype), seed=seed, weak_s=weak_s,
             reverse=reverse, unroll=unroll, checkpoint=checkpoint, levels=levels,
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("layout", ["unrolled", "rolled"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("n", [0, 2, 4, 7, 8], ids=["empty", "shorter", "equal", "prime", "multiple"])
-def test_lengths_around_the_chunk_size_eagerly(n, reverse):
+def test_lengths_around_the_chunk_size_eagerly(n, reverse, layout):
     """Without jit: N == 0, N < k, N == k, N prime, N a multiple of k, for k = 4."""
     step = make_step("array", "tree")
     init, xs = make_inputs(n, "array", jnp.float32)
     expected = jax.lax.scan(step, init, xs, reverse=reverse)
-    actual = scan(step, init, xs, reverse=reverse, unroll=4)
+    with pinned_layout(layout):
+        actual = scan(step, init, xs, reverse=reverse, unroll=4)
     assert assert_trees_close(actual, expected, **TOL["float32"]) == 4
 
 
@@ -211,8 +232,13 @@ def test_split_transpose_is_accepted():
     "unroll, chunks, chunk_steps, rest",
     [(1, 7, 1, 0), (False, 7, 1, 0), (3, 2, 3, 1), (7, 1, 7, 0), (9, 1, 7, 0), (0, 1, 7, 0), (True, 1, 7, 0)],
 )
-def test_chunking(unroll, chunks, chunk_steps, rest):
-    """`unroll` picks k: the outer scan's length, the steps per chunk, the straight-line rest."""
+@pytest.mark.parametrize("layout", ["unrolled", "rolled"])
+def test_chunking(unroll, chunks, chunk_steps, rest, layout):
+    """`unroll` picks k: the outer scan's length, the steps per chunk, the straight-line rest.
+
+    Rolled (the CPU layout), a chunk and the rest are inner scans: `f` is traced once, as
+    `jax.lax.scan` caches its body on `f`.
+    """
     traces = 0
 
     def step(carry, x):
@@ -220,10 +246,12 @@ def test_chunking(unroll, chunks, chunk_steps, rest):
         traces += 1
         return carry * x, carry
 
-    jaxpr = jax.make_jaxpr(lambda c, x: scan(step, c, x, unroll=unroll))(jnp.float32(1), jnp.ones(N))
-    (outer,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
-    assert outer.params["length"] == chunks
-    assert traces == chunk_steps + rest
+    with pinned_layout(layout):
+        jaxpr = jax.make_jaxpr(lambda c, x: scan(step, c, x, unroll=unroll))(jnp.float32(1), jnp.ones(N))
+    scans = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
+    assert scans[0].params["length"] == chunks
+    assert len(scans) == 1  # the leftover steps, if any, sit inside their `jax.checkpoint`
+    assert traces == (chunk_steps + rest if layout == "unrolled" else 1)
 
 
 @pytest.mark.parametrize(
@@ -231,10 +259,12 @@ def test_chunking(unroll, chunks, chunk_steps, rest):
     [(True, 2), (False, 0), (POLICY, 2)],
     ids=["checkpoint", "plain", "policy"],
 )
-def test_checkpoint_modes_wrap_chunk_and_remainder(checkpoint, remat_eqns):
+@pytest.mark.parametrize("layout", ["unrolled", "rolled"])
+def test_checkpoint_modes_wrap_chunk_and_remainder(checkpoint, remat_eqns, layout):
     """One `jax.checkpoint` around the chunk, one around the remainder, with the policy given."""
     step, init, xs = small_case()
-    jaxpr = jax.make_jaxpr(lambda i, x: scan(step, i, x, unroll=K, checkpoint=checkpoint))(init, xs)
+    with pinned_layout(layout):
+        jaxpr = jax.make_jaxpr(lambda i, x: scan(step, i, x, unroll=K, checkpoint=checkpoint))(init, xs)
     remats = [
         eqn
         for outer in jaxpr.eqns

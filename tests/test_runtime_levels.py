@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scanrewrite.runtime import _levels, scan
-from tests.test_runtime import POLICY, TOL, check_against_lax, make_inputs, make_step
+from tests.test_runtime import POLICY, TOL, check_against_lax, make_inputs, make_step, pinned_layout
 from tests.treecheck import assert_trees_close
 
 # The plan: pure Python, every count of units and every level count.
@@ -101,11 +101,12 @@ CASES = [
     pytest.param(31, 4, 2, id="N31-prime-2x3-leftovers"),
     pytest.param(36, 1, 3, id="N36-square-L3"),
     pytest.param(37, 2, 9, id="N37-prime-L9-acts-as-4"),
-    pytest.param(40, 4, 2, id="N40-3x3-leftover-chunk"),
+    pytest.param(43, 4, 2, id="N43-prime-3x3-leftover-chunk-and-steps"),
     pytest.param(40, 3, "auto", id="N40-auto-is-1"),
     pytest.param(130, 1, "auto", id="N130-auto-is-2"),
 ]
 KINDS = [("array", "array"), ("tree", "tree"), ("none", "tree"), ("array", "none")]
+LAYOUT_OF_CASE = lambda i: ["backend", "unrolled"][i // 2 % 2]
 CHECKPOINTS = [True, True, False, POLICY]
 
 
@@ -114,7 +115,8 @@ def test_matches_lax_scan(n, unroll, levels, request):
     # Vary the rest deterministically across cases, so each is one compile, not a product.
     i = request.node.callspec.indices["n"]
     xs_kind, ys_kind = KINDS[i % 4]
-    with jax.enable_x64(True):
+    # The backend's layout of a chunk's steps (rolled on CPU), and the straight-line one.
+    with jax.enable_x64(True), pinned_layout(LAYOUT_OF_CASE(i)):
         check_against_lax(
             scan, n, xs_kind, ys_kind, jnp.float64, seed=i, weak_s=i % 3 == 0,
             reverse=i % 2 == 0, unroll=unroll, levels=levels, checkpoint=CHECKPOINTS[i % 4],
@@ -124,6 +126,7 @@ def test_matches_lax_scan(n, unroll, levels, request):
 def test_cases_build_levels_and_leftovers():
     """The cases above really nest, with leftover chunks and steps, together and reversed."""
     built = leftover_chunks = leftover_steps = both = both_reversed = 0
+    both_by_layout = {"backend": 0, "unrolled": 0}
     for i, (n, k, levels) in enumerate(case.values for case in CASES):
         chunks = n // k
         s = _levels.split(chunks, _levels.resolve(levels, chunks)) if chunks else None
@@ -132,7 +135,9 @@ def test_cases_build_levels_and_leftovers():
         leftover_steps += bool(s and n % k)
         both += bool(s and s.rest and n % k)
         both_reversed += bool(s and s.rest and n % k and i % 2 == 0)
+        both_by_layout[LAYOUT_OF_CASE(i)] += bool(s and s.rest and n % k)
     assert (built, leftover_chunks, leftover_steps, both, both_reversed) >= (15, 6, 6, 3, 2)
+    assert min(both_by_layout.values()) >= 1
 
 
 def scan_with_block_leftover_forward(f, init, xs, length=None, reverse=False, unroll=1, levels=2):
@@ -158,8 +163,9 @@ def test_checker_rejects_block_leftover_in_the_wrong_order():
 N, K = 23, 2
 
 
+@pytest.mark.parametrize("layout", ["backend", "unrolled"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
-def test_vmap_and_jvp_eagerly(reverse):
+def test_vmap_and_jvp_eagerly(reverse, layout):
     step = make_step("array", "array")
     inits, xss = zip(*(make_inputs(N, "array", jnp.float32, seed) for seed in range(2)))
     inits = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *inits)
@@ -169,14 +175,17 @@ def test_vmap_and_jvp_eagerly(reverse):
         return jax.vmap(lambda i, x: scan_impl(step, i, x, reverse=reverse, **kw), in_axes=(0, 1))(inits, xss)
 
     expected = batched(jax.lax.scan)
-    assert assert_trees_close(batched(scan, unroll=K, levels=2), expected, **TOL["float32"]) == 3
+    with pinned_layout(layout):
+        assert assert_trees_close(batched(scan, unroll=K, levels=2), expected, **TOL["float32"]) == 3
     init, xs = make_inputs(N, "array", jnp.float32)
     tangents = jax.tree_util.tree_map(jnp.ones_like, (init, xs))
 
     def pushed(scan_impl, **kw):
         return jax.jvp(lambda i, x: scan_impl(step, i, x, reverse=reverse, **kw), (init, xs), tangents)
 
-    assert assert_trees_close(pushed(scan, unroll=K, levels=2), pushed(jax.lax.scan), **TOL["float32"]) == 6
+    expected = pushed(jax.lax.scan)
+    with pinned_layout(layout):
+        assert assert_trees_close(pushed(scan, unroll=K, levels=2), expected, **TOL["float32"]) == 6
 
 
 def test_hessian():
@@ -269,6 +278,32 @@ def test_levels_trace_f_no_more_than_one_level(levels, init):
         return count
 
     assert traces(levels) == traces(1) <= 4 + 3 + 1
+
+
+# Staging: `levels` is part of the key of the cached unit (scanrewrite/runtime/_staging.py).
+
+
+def test_levels_is_part_of_the_staging_key():
+    from scanrewrite.runtime import _staging
+
+    traces = 0
+
+    def step(carry, x):
+        nonlocal traces
+        traces += 1
+        return jnp.tanh(carry * x + 0.1), carry.sum()
+
+    init, xs = jnp.ones(3), jnp.linspace(0.0, 1.0, N)
+    expected = jax.lax.scan(step, init, xs)
+    scan(step, init, xs, unroll=K)
+    staged = _staging.cache_size()
+    for i, levels in enumerate([2, 3, "auto"], start=1):
+        actual = scan(step, init, xs, unroll=K, levels=levels)
+        assert _staging.cache_size() == staged + i, levels
+        traced = traces
+        assert assert_trees_close(scan(step, init, xs, unroll=K, levels=levels), actual, rtol=0, atol=0) == 2
+        assert traces == traced, "a second call with the same levels traced f again"
+        assert assert_trees_close(actual, expected, **TOL["float32"]) == 2
 
 
 # Memory: deterministic, from XLA's compiled memory analysis (N = 1,024, a 64 KiB carry).

@@ -25,7 +25,11 @@ class Site(NamedTuple):
 
 
 def call_site(depth: int = 2) -> Site | None:
-    """The site of the frame `depth` levels above this function's caller's caller, if any."""
+    """The site of the frame `depth` levels up from this function, if any.
+
+    `depth=1` is the function that calls `call_site`, so the default, 2, is that function's
+    caller: called first thing in `scan`/`eqxi_scan`, the user's (rewritten) call line.
+    """
     try:
         frame = sys._getframe(depth)
     except ValueError:

@@ -2,8 +2,8 @@
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import scanrewrite.runtime
+from jax import lax
 
 
 def equilibrium(weights, bias, n_iterations=6):

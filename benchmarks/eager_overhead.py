@@ -1,0 +1,157 @@
+"""What a runtime call costs where users call scans: eagerly, under vmap/grad without jit, in jit.
+
+The workload is the one issue 8 measured: an extended Kalman filter step (8-dim state, a
+`jax.jacfwd` of the dynamics, a `jnp.linalg.solve`) scanned over 50 steps. Each row is a way of
+calling it; each column the median time of one call (interleaved runs, warm caches except where
+the row says otherwise) of `scanrewrite.runtime.scan(unroll=k)` as a ratio to `jax.lax.scan`'s.
+The last table is compile time under `jax.jit` of the origin workload (benchmarks/ut_scan.py,
+`value_and_grad` under jit) as a ratio to `lax.scan`'s.
+
+    python benchmarks/eager_overhead.py              # about 10 minutes on 2 cores
+    python benchmarks/eager_overhead.py --repeats 5  # quicker, noisier
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+import scanrewrite.runtime
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ut_scan  # the origin workload's block
+
+D, T, BATCH = 8, 50, 16
+KS = (1, 3, 4)
+
+
+def make_step(seed: int = 0) -> Callable:
+    """A fresh EKF step closure (the `def step` inside a function that users write)."""
+    k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+    W = jax.random.normal(k1, (D, D)) / D**0.5
+    H = jax.random.normal(k2, (D // 2, D))
+    Q, R = 0.01 * jnp.eye(D), 0.1 * jnp.eye(D // 2)
+
+    def dynamics(x):
+        return jnp.tanh(W @ x) + 0.5 * x
+
+    def step(carry, y):
+        m, P = carry
+        F = jax.jacfwd(dynamics)(m)
+        m, P = dynamics(m), F @ P @ F.T + Q
+        S = H @ P @ H.T + R
+        K = jnp.linalg.solve(S, H @ P).T
+        m, P = m + K @ (y - H @ m), P - K @ S @ K.T
+        return (m, P), m
+
+    return step
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        bar = "#" * (30 * self.done // self.total)
+        print(f"\r[{bar:<30}] {self.done}/{self.total} {what[:40]:<40}", end="", file=sys.stderr, flush=True)
+        if self.done == self.total:
+            print(file=sys.stderr)
+
+
+def call_rows(args) -> tuple[dict, dict]:
+    """name -> impl -> list of seconds per call."""
+    same = make_step()
+    m0, P0 = jnp.zeros(D), jnp.eye(D)
+    ys = jax.random.normal(jax.random.PRNGKey(1), (T, D // 2))
+    m0s = jnp.zeros((BATCH, D))
+    impls = {"lax.scan": jax.lax.scan}
+    for k in KS:
+        impls[f"k={k}"] = lambda f, *a, k=k: scanrewrite.runtime.scan(f, *a, unroll=k)
+    rows: dict[str, Callable[[Callable], Callable[[], object]]] = {
+        "eager, same f": lambda scan: lambda: scan(same, (m0, P0), ys),
+        "eager, fresh closure": lambda scan: lambda: scan(make_step(), (m0, P0), ys),
+        "vmap without jit": lambda scan: lambda: jax.vmap(lambda m: scan(same, (m, P0), ys)[1])(m0s),
+        "grad without jit": lambda scan: lambda: jax.grad(lambda m: scan(same, (m, P0), ys)[1].sum())(m0),
+    }
+    jitted = {name: jax.jit(lambda m, scan=scan: scan(same, (m, P0), ys)[1]) for name, scan in impls.items()}
+    rows["inside jit"] = lambda scan: None  # filled below, per impl
+    calls = {}
+    for row, make in rows.items():
+        for name, scan in impls.items():
+            fn = (lambda fn=jitted[name]: fn(m0)) if row == "inside jit" else make(scan)
+            calls[row, name] = fn
+    times = {key: [] for key in calls}
+    progress = Progress(len(calls) * (args.repeats + 1))
+    for key, fn in calls.items():  # warm-up: compile once (a fresh closure compiles every call)
+        jax.block_until_ready(fn())
+        progress.step(f"warm {key[0]} {key[1]}")
+    for _ in range(args.repeats):  # interleaved, so load from other processes falls on all alike
+        for key, fn in calls.items():
+            repeats = 1 if key[0] == "eager, fresh closure" else 5
+            start = time.perf_counter()
+            for _ in range(repeats):
+                jax.block_until_ready(fn())
+            times[key].append((time.perf_counter() - start) / repeats)
+            progress.step(f"{key[0]} {key[1]}")
+    return times, impls
+
+
+def compile_times(args) -> dict[str, float]:
+    """Compile time (lower + compile) of the origin workload's value_and_grad under jit."""
+    key = jax.random.PRNGKey(0)
+    params = ut_scan.init_params(key, 64)
+    h0 = jax.random.normal(jax.random.fold_in(key, 1), (4, 32, 64))
+    variants = {"lax.scan": lambda step, h: jax.lax.scan(step, h, length=8)[0]}
+    for k in KS:
+        variants[f"k={k}"] = lambda step, h, k=k: scanrewrite.runtime.scan(step, h, length=8, unroll=k)[0]
+    result = {name: [] for name in variants}
+    progress = Progress(len(variants) * args.compile_repeats)
+    for _ in range(args.compile_repeats):
+        for name, loop in variants.items():
+
+            def loss(params, h0, loop=loop):
+                step = lambda h, _: (ut_scan.block(params, h), None)  # fresh: nothing cached
+                return jnp.mean(loop(step, h0) ** 2)
+
+            start = time.perf_counter()
+            jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(params, h0).compile()
+            result[name].append(time.perf_counter() - start)
+            progress.step(f"compile {name}")
+    return {name: statistics.median(values) for name, values in result.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per call (median)")
+    parser.add_argument("--compile-repeats", type=int, default=3, help="compiles per variant (median)")
+    args = parser.parse_args(argv)
+    device = jax.devices()[0]
+    print(f"EKF step D={D} T={T} vmap batch={BATCH}, repeats={args.repeats}, on {device.platform}, jax {jax.__version__}\n")
+    times, impls = call_rows(args)
+    names = [name for name in impls if name != "lax.scan"]
+    lines = ["| call | lax.scan (ms) | " + " | ".join(names) + " |", "| --- | ---: |" + " ---: |" * len(names)]
+    for row in dict.fromkeys(key[0] for key in times):
+        base = statistics.median(times[row, "lax.scan"])
+        ratios = [f"{statistics.median(times[row, name]) / base:.2f}x" for name in names]
+        lines.append(f"| {row} | {base * 1e3:.2f} | " + " | ".join(ratios) + " |")
+    print("\n".join(lines) + "\n")
+    compiled = compile_times(args)
+    base = compiled["lax.scan"]
+    print("| compile under jit, origin workload | lax.scan (s) | " + " | ".join(names) + " |")
+    print("| --- | ---: |" + " ---: |" * len(names))
+    print(f"| value_and_grad, n=8 | {base:.2f} | " + " | ".join(f"{compiled[n] / base:.2f}x" for n in names) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

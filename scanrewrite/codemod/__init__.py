@@ -1,0 +1,48 @@
+"""The transform: rewrite `jax.lax.scan` / `equinox.internal.scan` calls to the runtime.
+
+`rewrite` is the pure function the command line uses: bytes in, `RewriteResult` out,
+no file I/O, no printing, no jax import. `ScanRewriteCommand` is the same transform as
+a libcst codemod, so it also runs under libcst's own runner::
+
+    python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+
+A rewritten call keeps every argument, comment and line break the user wrote; only
+the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
+
+The parts, each importing only those before it:
+
+- `_parsing`: bytes to a libcst module and back, byte for byte; line numbers.
+- `_arguments`: what a call's arguments bind; adding keyword arguments in its layout.
+- `_discovery`: which names resolve to a known API; the calls and pragmas found.
+- `_import_order`: where an added import goes, as import sorters would put it.
+- `_imports`: the import the rewrite adds and the ones it leaves unused.
+- `_rewrite`: `rewrite` and its result types.
+- `_writeback`: `set_unroll` and `read_unroll`, the tuner's write-back.
+- `_command`: `ScanRewriteCommand`, the libcst codemod.
+
+The write-back, for `scanrewrite-tune` (see `_writeback` for the details)::
+
+    set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+    read_unroll(source: bytes) -> dict[int, int | None]
+"""
+
+from __future__ import annotations
+
+from scanrewrite.codemod._command import ScanRewriteCommand
+from scanrewrite.codemod._discovery import may_rewrite
+from scanrewrite.codemod._parsing import SourceError
+from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
+from scanrewrite.codemod._writeback import UnrollResult, read_unroll, set_unroll
+
+__all__ = [
+    "RewriteResult",
+    "Rewritten",
+    "ScanRewriteCommand",
+    "Skipped",
+    "SourceError",
+    "UnrollResult",
+    "may_rewrite",
+    "read_unroll",
+    "rewrite",
+    "set_unroll",
+]

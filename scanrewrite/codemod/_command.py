@@ -1,0 +1,91 @@
+"""The rewrite as a libcst codemod command, for libcst's own runner::
+
+    python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.metadata import MetadataWrapper
+
+from scanrewrite.codemod._rewrite import Rewriter, check_options
+from scanrewrite.targets import CHECKPOINT_POLICIES
+
+__all__ = ["ScanRewriteCommand"]
+
+
+class ScanRewriteCommand(VisitorBasedCodemodCommand):
+    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls to `scanrewrite.runtime`."""
+
+    DESCRIPTION = (
+        "Rewrite jax.lax.scan and equinox.internal.scan calls into scanrewrite.runtime's "
+        "chunked, checkpointed scans with an unrolled body."
+    )
+
+    @staticmethod
+    def add_args(arg_parser: argparse.ArgumentParser) -> None:
+        arg_parser.add_argument(
+            "--unroll",
+            type=_positive_int,
+            default=4,
+            help="steps per unrolled chunk, for calls that do not pass unroll (default: 4)",
+        )
+        arg_parser.add_argument(
+            "--checkpoint",
+            choices=("none", *CHECKPOINT_POLICIES),
+            default=None,
+            help="write checkpoint=False ('none') or a jax.checkpoint_policies policy "
+            "into each rewritten jax.lax.scan call (default: the runtime's default)",
+        )
+        arg_parser.add_argument(
+            "--levels",
+            type=_levels,
+            default=None,
+            help="write levels=N (a positive integer) or levels='auto' into each rewritten "
+            "jax.lax.scan call: nested checkpointing (default: none written)",
+        )
+
+    def __init__(
+        self,
+        context: CodemodContext,
+        unroll: int = 4,
+        checkpoint: str | None = None,
+        levels: int | str | None = None,
+    ) -> None:
+        super().__init__(context)
+        check_options(unroll, checkpoint, levels)
+        self.unroll = unroll
+        self.checkpoint = checkpoint
+        self.levels = levels
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The rewrite, then the scheduled import additions and removals; each skipped
+        call is also a warning. Raises `SkipFile` for a skip-file pragma."""
+        # The package of the module itself is first-party, as import sorters see it.
+        module_name = self.context.full_module_name
+        first_party = {module_name.partition(".")[0]} if module_name else set()
+        rewriter = Rewriter(
+            self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels, first_party=first_party
+        )
+        return rewriter.transform(MetadataWrapper(tree))
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _levels(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None

@@ -1,0 +1,184 @@
+"""Byte-exact parsing: source bytes to a libcst module and back, and line numbers.
+
+The rewrite must hand back every byte it does not change. libcst round-trips nearly
+every file; `Parsed` covers the layouts it does not, and turns anything else that would
+not come back exactly into a `SourceError` instead of a silent change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+__all__ = ["Parsed", "SourceError", "node_lines"]
+
+
+class SourceError(Exception):
+    """Source that cannot be decoded or parsed, or that libcst cannot reproduce exactly."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(line, message)
+        #: 1-based line of the problem, when known.
+        self.line = line
+        #: One line, e.g. ``"cannot parse: expected one of ), *, **, NAME"``.
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message if self.line is None else f"line {self.line}: {self.message}"
+
+
+
+_BLANK_TAIL = re.compile(rb"^(?:[ \t\f]*\r?\n)*[ \t\f]*\Z", re.MULTILINE)
+_PARSER_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
+_COOKIE = re.compile(rb"^(?:\xef\xbb\xbf)?[ \t\f]*#.*?coding[:=]", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A module parsed so that rendering it reproduces the input bytes exactly.
+
+    libcst round-trips nearly every file; two layouts it does not, handled here:
+    files whose only line break is a bare CR (parsed with LF, turned back on render),
+    and files that end in blank lines after a whitespace-only line (the blank tail is
+    cut off before parsing and put back on render). Rendering anything else that would
+    not round-trip is a `SourceError` rather than a silent change; a file that is not
+    rendered (nothing to rewrite) is fine as it is.
+    """
+
+    module: cst.Module
+    tail: bytes
+    bare_cr: bool
+    exact: bool
+
+    @classmethod
+    def from_bytes(cls, source: bytes) -> Parsed:
+        """Parse `source`; raises `SourceError` if it cannot be decoded or parsed."""
+        bare_cr = b"\r" in source and b"\n" not in source
+        text = source.replace(b"\r", b"\n") if bare_cr else source
+        module = _parse(text)
+        if module.bytes == text:
+            return cls(module, b"", bare_cr, exact=True)
+        tail = _BLANK_TAIL.search(text)
+        if tail is not None and tail.start() > 0:
+            head = text[: tail.start()]
+            head_module = _parse(head)
+            if head_module.bytes == head:
+                return cls(head_module, text[tail.start() :], bare_cr, exact=True)
+        return cls(module, b"", bare_cr, exact=False)
+
+    def render(self, module: cst.Module) -> bytes:
+        """The bytes of `module`, a transformed `self.module`, in the input's layout."""
+        if not self.exact:
+            raise SourceError(None, "cannot reproduce this file byte for byte (libcst round-trip)")
+        code = module.bytes + self.tail
+        return code.replace(b"\n", b"\r") if self.bare_cr else code
+
+
+def _parse(source: bytes) -> cst.Module:
+    """`source` parsed with the newline of its first line as the default for new lines."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        message = _PARSER_PREFIX.sub("", error.message.splitlines()[0] if error.message else "")
+        raise SourceError(error.raw_line, f"cannot parse: {message or 'invalid syntax'}") from None
+    except UnicodeDecodeError as error:
+        line = source[: error.start].count(b"\n") + 1
+        byte = error.object[error.start : error.start + 1].hex()
+        raise SourceError(line, f"cannot decode as {error.encoding}: byte 0x{byte}") from None
+    except SyntaxError as error:
+        cookie = _COOKIE.search(source, 0, _end_of_second_line(source))
+        line = source[: cookie.start()].count(b"\n") + 1 if cookie is not None else None
+        raise SourceError(line, f"cannot decode: {error.msg}") from None
+    newline = _first_newline(source)
+    if module.default_newline != newline:
+        # libcst takes the first CR or LF anywhere (even inside a string) as the file's
+        # newline; new lines (the added import) must use the first line's instead.
+        module = module.visit(_ExplicitNewlines(module.default_newline)).with_changes(
+            default_newline=newline
+        )
+    return module
+
+
+def _first_newline(source: bytes) -> str:
+    end = source.find(b"\n")
+    if end == -1:
+        return "\r" if b"\r" in source else "\n"
+    return "\r\n" if source[end - 1 : end] == b"\r" else "\n"
+
+
+def _end_of_second_line(source: bytes) -> int:
+    first = source.find(b"\n")
+    second = source.find(b"\n", first + 1) if first != -1 else -1
+    return len(source) if second == -1 else second
+
+
+class _ExplicitNewlines(cst.CSTTransformer):
+    """Spell out newlines that were implicit (the module default) before changing it."""
+
+    def __init__(self, newline: str) -> None:
+        super().__init__()
+        self._newline = newline
+
+    def leave_Newline(self, original_node: cst.Newline, updated_node: cst.Newline) -> cst.Newline:
+        if updated_node.value is None:
+            return updated_node.with_changes(value=self._newline)
+        return updated_node
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def node_lines(module: cst.Module, nodes: set[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
+    """The first and last line that `PositionProvider` gives each of `nodes`.
+
+    One codegen pass, as `PositionProvider`'s own, that renders nothing and notes only
+    these nodes: the provider's positions for every node cost several times a render.
+    """
+    if not nodes:
+        return {}
+    state = _LineCounter(module.default_indent, module.default_newline, nodes)
+    module._codegen(state)
+    return state.lines
+
+
+class _LineCounter(CodegenState):
+    """A codegen state that counts lines (as `PositionProvidingCodegenState` does) and
+    keeps no tokens."""
+
+    def __init__(self, default_indent: str, default_newline: str, nodes: set[cst.CSTNode]) -> None:
+        super().__init__(default_indent=default_indent, default_newline=default_newline)
+        self.line = 1
+        self.lines: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._nodes = nodes
+        self._starts: dict[cst.CSTNode, int] = {}
+
+    def add_indent_tokens(self) -> None:
+        pass  # indentation holds no line break
+
+    def add_token(self, value: str) -> None:
+        if "\n" in value or "\r" in value:
+            self.line += len(_NEWLINE.findall(value))
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self._nodes:
+            self._starts[node] = self.line
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self._nodes:
+            self.lines.setdefault(node, (self._starts.pop(node), self.line))
+
+    @contextmanager
+    def record_syntactic_position(
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> Iterator[None]:
+        # The syntactic position leaves out parentheses and leading lines. `start_node`
+        # and `end_node` come only with statements, which are never asked for.
+        start = self.line
+        yield
+        if node in self._nodes:
+            self.lines[node] = (start, self.line)

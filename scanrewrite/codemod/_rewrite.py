@@ -1,0 +1,298 @@
+"""The rewrite: every recognised scan call becomes a call to the runtime.
+
+`rewrite` is the pure function the command line uses (bytes in, `RewriteResult` out);
+`Rewriter` is the transform of one parsed module, which `rewrite` and the libcst
+command (`_command.py`) both drive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
+
+from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
+from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
+from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
+from scanrewrite.codemod._parsing import Parsed, node_lines
+from scanrewrite.pragmas import Pragma, pragma_comments
+from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
+
+__all__ = ["RewriteResult", "Rewriter", "Rewritten", "Skipped", "check_options", "rewrite"]
+
+#: The rewrite looks for the original APIs.
+_BY_QUALIFIED_NAME = {target.qualified_name: target for target in TARGETS}
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A call that was rewritten."""
+
+    #: 1-based line of the call's first character.
+    line: int
+    #: The qualified name of the API that was called, e.g. ``"jax.lax.scan"``.
+    api: str
+    #: What was asked for and not written, e.g.
+    #: ``"levels not written: equinox.internal.scan takes none"``.
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A call or reference that was found but left as it is, and why."""
+
+    #: 1-based line of the call (or reference, or pragma).
+    line: int
+    #: A short lower-case phrase, e.g. ``"unroll may come from **kwargs"``.
+    reason: str
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What `rewrite` did to one source file."""
+
+    #: The new source, in the input's encoding, BOM and line endings.
+    code: bytes
+    rewritten: tuple[Rewritten, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether any call was rewritten (and so `code` differs from the input)."""
+        return bool(self.rewritten)
+
+
+def rewrite(
+    source: bytes,
+    *,
+    unroll: int = 4,
+    checkpoint: str | None = None,
+    levels: int | str | None = None,
+    first_party: Collection[str] = (),
+) -> RewriteResult:
+    """Rewrite every recognised scan call in `source`.
+
+    `unroll` (a positive int) is appended to each rewritten call that does not pass
+    one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
+    ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
+    ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
+    positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
+    target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
+    its `Rewritten.note` says so). Any other option value raises `ValueError`.
+    `first_party` are the top-level names of the user's own packages, which import
+    sorters put after third-party ones such as the runtime: the added import goes where
+    they would put it. Source that cannot be decoded, parsed or reproduced byte for byte
+    raises `SourceError`. Everything that is not rewritten comes back byte for byte.
+    """
+    check_options(unroll, checkpoint, levels)
+    parsed = Parsed.from_bytes(source)
+    if not may_rewrite(source):
+        return RewriteResult(source, (), ())
+    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party)
+    try:
+        # The tree was just parsed, so no node occurs twice in it: the wrapper need
+        # not copy it (a deep copy of a large module costs as much as parsing it).
+        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True))
+    except SkipFile:
+        return RewriteResult(source, (), tuple(rewriter.skipped))
+    code = parsed.render(module) if rewriter.rewritten else source
+    return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
+
+
+def check_options(unroll: object, checkpoint: object, levels: object = None) -> None:
+    """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+    if levels not in (None, "auto") and (isinstance(levels, bool) or not isinstance(levels, int) or levels < 1):
+        raise ValueError(f"`levels` must be a positive integer or 'auto', got {levels!r}")
+    if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
+        raise ValueError(
+            f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
+            f"got {checkpoint!r}"
+        )
+
+
+class Rewriter:
+    """The transform of one module, as plain libcst passes that `rewrite` and
+    `ScanRewriteCommand` both drive.
+
+    It computes only the metadata it reads: scopes for the whole tree, qualified names
+    only for names that may be a target, and lines only for the calls, references and
+    pragmas that are reported (libcst's providers over every node, and matcher-based
+    visitors, were most of the time).
+    """
+
+    def __init__(
+        self,
+        unroll: int,
+        checkpoint: str | None,
+        context: CodemodContext,
+        warn: Callable[[str], None] | None = None,
+        levels: int | str | None = None,
+        first_party: Collection[str] = (),
+    ) -> None:
+        self.unroll = unroll
+        self.checkpoint = checkpoint
+        self.levels = levels
+        self.first_party = first_party
+        #: What was rewritten and skipped, in file order once `transform` returns.
+        self.rewritten: list[Rewritten] = []
+        self.skipped: list[Skipped] = []
+        self._context = context
+        self._warn = warn
+        self._scopes: Mapping[cst.CSTNode, Scope | None] = {}
+        self._resolver: Resolver | None = None
+        self._lines: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._pragmas: dict[int, Pragma] = {}
+        self._call_lines: set[int] = set()
+
+    def transform(self, wrapper: MetadataWrapper) -> cst.Module:
+        """`wrapper.module` rewritten, with the scheduled import additions and removals
+        (see `apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
+        module = wrapper.module
+        self._scopes = wrapper.resolve(ScopeProvider)
+        self._resolver = resolver = Resolver(self._scopes, _BY_QUALIFIED_NAME)
+        comments = pragma_comments(module) if "scanrewrite" in module.code else []
+        survey = Survey(resolver.resolve)
+        module.visit(survey)
+        self._lines = node_lines(module, {node for node, _ in (*comments, *survey.found)})
+        self._pragmas, skip_file = read_pragmas(comments, self._lines)
+        if skip_file is not None:
+            self._skip(skip_file, "skip-file pragma")
+            raise SkipFile(f"line {skip_file}: scanrewrite: skip-file pragma")
+
+        for node, _ in survey.found:
+            start, end = self._lines[node]
+            self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
+        calls: dict[cst.Call, tuple[Target, list[cst.Arg]]] = {}
+        for node, resolved in survey.found:
+            if isinstance(node, cst.Call):
+                planned = self._plan(node, resolved)
+                if planned is not None:
+                    calls[node] = planned
+            else:
+                self._check_reference(node, resolved)
+        for line, pragma in self._pragmas.items():
+            if pragma.error is not None and line not in self._call_lines:
+                self._skip(line, f"{pragma.error} (ignored)")
+        self.rewritten.sort(key=lambda rewritten: rewritten.line)
+        self.skipped.sort(key=lambda skipped: skipped.line)
+        if not calls:
+            return module
+        dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
+        replacer = _ReplaceCalls(calls)
+        module = module.visit(replacer)
+        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
+
+    def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
+        line = self._lines[node][0]
+        pragma = self._pragmas.get(line, Pragma())
+        if pragma.error is not None:
+            self._skip(line, pragma.error)
+        elif pragma.skip:
+            self._skip(line, "skip pragma")
+        else:
+            self._skip(line, f"reference to {target.qualified_name} that is not a call")
+
+    def _plan(self, call: cst.Call, resolved: Target | str) -> tuple[Target, list[cst.Arg]] | None:
+        """The target and the arguments to append when `call` is rewritten, else None
+        (and the reason is reported)."""
+        line, end_line = self._lines[call]
+        pragma = call_pragma(self._pragmas, line, end_line)
+        if isinstance(resolved, str):
+            self._skip(line, resolved)
+            return None
+        plan = self._new_args(call, resolved, pragma)
+        if isinstance(plan, str):
+            self._skip(line, plan)
+            return None
+        AddImportsVisitor.add_needed_import(self._context, resolved.replacement.rpartition(".")[0])
+        writes_policy = self.checkpoint not in (None, "none") and any(
+            arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
+        )
+        if writes_policy and not self._scopes[call]["jax"]:
+            AddImportsVisitor.add_needed_import(self._context, "jax")
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        note = None
+        if levels is not None and "levels" not in resolved.keyword_only:
+            note = f"levels not written: {resolved.qualified_name} takes none"
+            if self._warn is not None:
+                self._warn(f"line {line}: {note}")
+        self.rewritten.append(Rewritten(line, resolved.qualified_name, note))
+        return resolved, plan
+
+    def _new_args(self, call: cst.Call, target: Target, pragma: Pragma) -> list[cst.Arg] | str:
+        """The arguments to append to `call`, or the reason to leave it alone."""
+        assert self._resolver is not None
+        if pragma.error is not None:
+            return pragma.error
+        if pragma.skip:
+            return "skip pragma"
+        if not self._resolver.module_name_usable(call, "scanrewrite"):
+            return "the name `scanrewrite` is bound to something else here"
+        if any(isinstance(arg.value, cst.GeneratorExp) and not arg.value.lpar for arg in call.args):
+            return "a bare generator argument cannot be followed by unroll"
+        shape = ArgShape.of(call.args, target)
+        new_args: list[cst.Arg] = []
+        if not shape.passes("unroll"):
+            if shape.star_may_reach("unroll"):
+                return "unroll may come from *args"
+            if shape.double_star and "unroll" not in target.added:
+                return "unroll may come from **kwargs"
+            new_args.append(keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
+        if self.checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):
+            if self.checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
+                return "checkpoint policy needs `jax`, which is bound to something else here"
+            new_args.append(keyword_arg("checkpoint", self._checkpoint_value()))
+        levels = pragma.levels if pragma.levels is not None else self.levels
+        if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
+            value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
+            new_args.append(keyword_arg("levels", value))
+        return new_args
+
+    def _checkpoint_value(self) -> cst.BaseExpression:
+        if self.checkpoint == "none":
+            return cst.Name("False")
+        return cst.parse_expression(f"jax.checkpoint_policies.{self.checkpoint}")
+
+    def _skip(self, line: int, reason: str) -> None:
+        self.skipped.append(Skipped(line, reason))
+        if self._warn is not None:
+            self._warn(f"line {line}: {reason}")
+
+
+class _ReplaceCalls(cst.CSTTransformer):
+    """Gives each planned call its replacement callee and appends its new arguments."""
+
+    def __init__(self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]]) -> None:
+        super().__init__()
+        self._calls = calls
+        self._top_level: dict[cst.CSTNode, int] = {}
+        self._current: int | None = None
+        #: The index in the module's body of the first statement with a replaced call;
+        #: the import it needs must come before it.
+        self.first_use: int | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._top_level = {statement: index for index, statement in enumerate(node.body)}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self._top_level:
+            self._current = self._top_level[node]
+        return super().on_visit(node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        planned = self._calls.get(original_node)
+        if planned is None:
+            return updated_node
+        target, plan = planned
+        if self.first_use is None:
+            self.first_use = self._current
+        func = cst.parse_expression(target.replacement).with_changes(
+            lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
+        )
+        return updated_node.with_changes(func=func, args=append_args(updated_node, plan))

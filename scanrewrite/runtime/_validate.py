@@ -1,0 +1,71 @@
+"""Checks of a runtime call's arguments, with the messages `jax.lax.scan` gives."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import jax
+
+
+def scan_length(xs: Any, length: Any) -> int:
+    """N, from `length` and the leading axes of `xs`, with the checks `jax.lax.scan` makes."""
+    lengths = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(xs):
+        shape = getattr(leaf, "shape", None)
+        if not shape:
+            raise ValueError(
+                f"scan got `xs{jax.tree_util.keystr(path)}` with no leading axis to scan over: {leaf!r}"
+            )
+        lengths.append((jax.tree_util.keystr(path), shape[0]))
+    if length is not None:
+        if isinstance(length, bool):
+            raise ValueError(f"`length` must be an int, got {length!r}")
+        try:
+            length = operator.index(length)
+        except TypeError:
+            raise ValueError(f"`length` must be an int, got {length!r}") from None
+        if length < 0:
+            raise ValueError(f"`length` must be non-negative, got {length}")
+        for where, n in lengths:
+            if n != length:
+                raise ValueError(f"scan got `length={length}` but `xs{where}` has leading axis {n}")
+        return length
+    if not lengths:
+        raise ValueError("scan got `xs=None` (or an `xs` with no arrays) and no `length`")
+    (first_where, first), *rest = lengths
+    for where, n in rest:
+        if n != first:
+            raise ValueError(
+                f"scan got inconsistent lengths: `xs{first_where}` has leading axis {first} "
+                f"but `xs{where}` has {n}"
+            )
+    return first
+
+
+def chunk_size(unroll: Any, n: int) -> int:
+    """Steps per chunk, k, for a scan of `n > 0` steps; `unroll` is validated beforehand."""
+    if unroll is False:
+        return 1
+    if unroll is True or unroll == 0:
+        return n
+    return min(unroll, n)
+
+
+def check_unroll(unroll: Any) -> None:
+    if isinstance(unroll, bool):
+        return
+    try:
+        k = operator.index(unroll)
+    except TypeError:
+        raise ValueError(f"`unroll` must be a bool or a non-negative int, got {unroll!r}") from None
+    if k < 0:
+        raise ValueError(f"`unroll` must be a bool or a non-negative int, got {unroll!r}")
+
+
+def check_checkpoint(checkpoint: Any) -> None:
+    if checkpoint is True or checkpoint is False or callable(checkpoint):
+        return
+    raise ValueError(
+        f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
+    )

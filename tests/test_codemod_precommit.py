@@ -1,0 +1,146 @@
+"""The `scanrewrite` hook and an import sorter in the same pre-commit run: the sorter has
+nothing to change after the rewrite, and a second run of both changes nothing.
+
+Both hooks are `repo: local` with `language: system`, run by this interpreter, so the test
+needs no network (the real ruff-pre-commit repository would have to be fetched).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pre_commit", reason="pre-commit is in the test extras")
+pytest.importorskip("ruff", reason="ruff is in the test extras")
+pytest.importorskip("isort", reason="isort is in the test extras")
+
+GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false")
+
+CONFIG = f"""\
+repos:
+  - repo: local
+    hooks:
+      - id: scanrewrite
+        name: scanrewrite
+        entry: {sys.executable} -m scanrewrite --force-exclude
+        language: system
+        types_or: [python, pyi]
+        require_serial: true
+      - id: ruff-imports
+        name: ruff imports
+        entry: {sys.executable} -m ruff check --select I --fix
+        language: system
+        types_or: [python, pyi]
+      - id: isort
+        name: isort
+        entry: {sys.executable} -m isort --profile black
+        language: system
+        types_or: [python, pyi]
+"""
+
+FILES = {
+    "mypkg/__init__.py": "",
+    "mypkg/helpers.py": "def tree(x):\n    return x\n",
+    "mypkg/model.py": '''\
+"""A model whose imports are sorted: standard library, third-party, first-party, relative."""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+from jax import lax
+
+from mypkg.helpers import tree
+
+from . import helpers
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def run(c, xs, n):
+    return lax.scan(lambda c, x: (tree(c) + x, c), c, xs, length=n), lax.stop_gradient, eqx, helpers
+''',
+    "mypkg/local_import.py": '''\
+"""Only the standard library and a relative import at the top."""
+
+import os
+
+from . import helpers
+
+
+def run(c, xs):
+    import jax
+
+    return jax.lax.scan(lambda c, x: (c + x, c), c, xs), os, helpers
+''',
+    "mypkg/first_party.py": '''\
+"""A first-party import at the top, jax only inside a function: the command line knows
+`mypkg` is the project's own, as the sorters do."""
+
+import os
+
+import mypkg
+
+
+def run(c, xs):
+    from jax import lax
+
+    return lax.scan(lambda c, x: (c + x, c), c, xs), lax.cond, os, mypkg
+''',
+}
+
+
+def git_repo(path: Path) -> Path:
+    subprocess.run([*GIT, "init", "-q", str(path)], check=True)
+    return path
+
+
+def commit_all(repo: Path) -> None:
+    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "snapshot"], cwd=repo, check=True)
+
+
+def _pre_commit(repo: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(repo.parent / "cache"), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_sorter_after_the_rewrite_changes_nothing(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path / "user")
+    (repo / ".pre-commit-config.yaml").write_text(CONFIG)
+    for name, text in FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    commit_all(repo)
+
+    first = _pre_commit(repo)
+    output = first.stdout + first.stderr
+    assert first.returncode == 1, output
+    assert re.search(r"^scanrewrite\.+Failed$", first.stdout, re.M), output
+    assert "3 files rewritten (3 scan calls)" in first.stdout, output
+    assert re.search(r"^ruff imports\.+Passed$", first.stdout, re.M), output
+    assert re.search(r"^isort\.+Passed$", first.stdout, re.M), output
+    model = (repo / "mypkg/model.py").read_text()
+    assert "import jax\nimport scanrewrite.runtime\nfrom jax import lax\n\nfrom mypkg" in model
+    local = (repo / "mypkg/local_import.py").read_text()
+    assert "import os\n\nimport scanrewrite.runtime\n\nfrom . import helpers\n" in local
+    first_party = (repo / "mypkg/first_party.py").read_text()
+    assert "import os\n\nimport scanrewrite.runtime\n\nimport mypkg\n" in first_party
+
+    commit_all(repo)
+    second = _pre_commit(repo)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert len(re.findall(r"\.Passed$", second.stdout, re.M)) == 3, second.stdout
