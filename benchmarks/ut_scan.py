@@ -11,6 +11,13 @@ and the largest relative difference of the loss and gradients from `lax.scan`'s.
     python benchmarks/ut_scan.py                 # CPU-sized, under 2 minutes on 2 cores
     python benchmarks/ut_scan.py --gpu           # accelerator-sized preset
     python benchmarks/ut_scan.py --n 12 --ks 3 4 6 --width 128
+    python benchmarks/ut_scan.py --tune          # scanrewrite.tune on the same workload
+    python benchmarks/ut_scan.py --tune --memory-budget 0.5x --policies none,dots_saveable
+    scanrewrite-tune benchmarks/ut_scan.py:factory --diff   # the same through the command
+
+`--tune` runs the tuner on the workload as `scanrewrite --unroll 4` leaves it (one site,
+`unroll=4`) and prints its tables: every chunk size in `--ks` (default the tuner's 1, 2, 3, 4,
+6, 8) against `lax.scan`, and the pick.
 """
 
 from __future__ import annotations
@@ -158,6 +165,48 @@ def run(args) -> str:
     return "\n".join(lines)
 
 
+def tune_site(params, h0, n: int):
+    """The workload's loss and gradients with its loop written as `scanrewrite --unroll 4`
+    writes it: the one site the tuner measures."""
+
+    def loss(params, h0):
+        step = lambda h, _: (block(params, h), None)
+        h, _ = scanrewrite.runtime.scan(step, h0, length=n, unroll=4)
+        return jnp.mean(h**2)
+
+    return jax.value_and_grad(loss, argnums=(0, 1)), (params, h0)
+
+
+def factory():
+    """For `scanrewrite-tune benchmarks/ut_scan.py:factory`: the workload at the CPU preset's size."""
+    preset = PRESETS["cpu"]
+    key = jax.random.PRNGKey(0)
+    params = init_params(key, preset["width"])
+    h0 = jax.random.normal(jax.random.fold_in(key, 1), (preset["batch"], preset["seq"], preset["width"]))
+    return tune_site(params, h0, preset["n"])
+
+
+def run_tune(args) -> str:
+    import os
+
+    from scanrewrite.tune import tune
+    from scanrewrite.tune._command import _Bar
+
+    key = jax.random.PRNGKey(0)
+    params = init_params(key, args.width)
+    h0 = jax.random.normal(jax.random.fold_in(key, 1), (args.batch, args.seq, args.width))
+    fn, fn_args = tune_site(params, h0, args.n)
+    bar = _Bar(enabled=True)
+    try:
+        report = tune(
+            fn, fn_args, ks=args.tune_ks, repeats=args.repeats,
+            memory_budget=args.memory_budget, checkpoints=args.policies, progress=bar,
+        )
+    finally:
+        bar.close()
+    return report.table(lambda site: f"{os.path.relpath(site.path)}:{site.line}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="accelerator-sized preset (flags still override)")
@@ -167,16 +216,25 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, help="applications of the block (scan length)")
     parser.add_argument("--ks", type=int, nargs="+", help="chunk sizes for scanrewrite; the last is also lax.scan's unroll")
     parser.add_argument("--repeats", type=int, help="timed runs per variant")
+    parser.add_argument("--tune", action="store_true", help="run scanrewrite.tune on the workload and print its tables")
+    parser.add_argument("--memory-budget", help="with --tune: bytes ('2GiB') or a fraction of lax.scan's ('0.5x')")
+    parser.add_argument("--policies", default="", help="with --tune: checkpoint modes to try too, e.g. none,dots_saveable")
     args = parser.parse_args(argv)
+    args.tune_ks = args.ks
     for name, value in PRESETS["gpu" if args.gpu else "cpu"].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.tune:
+        from scanrewrite.tune import DEFAULT_KS
+
+        args.tune_ks = list(args.tune_ks or DEFAULT_KS)
     device = jax.devices()[0]
     print(
-        f"batch={args.batch} seq={args.seq} width={args.width} n={args.n} ks={args.ks} "
+        f"batch={args.batch} seq={args.seq} width={args.width} n={args.n} "
+        f"ks={args.tune_ks if args.tune else args.ks} "
         f"repeats={args.repeats} on {device.platform} ({device.device_kind}), jax {jax.__version__}\n"
     )
-    print(run(args))
+    print(run_tune(args) if args.tune else run(args))
     return 0
 
 

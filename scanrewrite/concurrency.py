@@ -19,20 +19,29 @@ import libcst
 from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
 from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
 
 #: Every call the rewrite knows has `scan` in its name or in the import that aliases it,
 #: so a file without these bytes cannot change and is not parsed.
 NEEDLE = b"scan"
+def rewrite_options(mode: Mode) -> dict[str, object]:
+    """The keyword options of `scanrewrite.codemod.rewrite` that `mode` sets."""
+    return {
+        "unroll": mode.unroll,
+        "checkpoint": mode.checkpoint,
+        "levels": mode.levels,
+        "first_party": mode.first_party,
+    }
+
+
 def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
     """`scanrewrite.codemod.rewrite` of `source`, refusing a changed result that does not parse.
 
     Raises `SourceError` for source that cannot be parsed and for such a result.
     """
-    result = rewrite(
-        source, unroll=mode.unroll, checkpoint=mode.checkpoint, levels=mode.levels, first_party=mode.first_party
-    )
+    result = rewrite(source, **rewrite_options(mode))
     if result.changed:
         try:
             libcst.parse_module(result.code)
@@ -59,6 +68,8 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     Returns the result, with its diff when `write_back` shows one, and the new code
     (`original` itself when nothing changes or it fails).
     """
+    if is_notebook(display):
+        return _rewrite_notebook_bytes(original, display, mode, write_back)
     try:
         if not may_rewrite(original):
             return FileResult(display), original
@@ -76,6 +87,33 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             tuple((call.line, call.reason) for call in result.skipped),
             diff,
             notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
+        ),
+        result.code,
+    )
+
+
+def _rewrite_notebook_bytes(
+    original: bytes, display: str, mode: Mode, write_back: WriteBack
+) -> tuple[FileResult, bytes]:
+    """`rewrite_bytes` for a Jupyter notebook: calls and errors are located as `cell N:line L`."""
+    try:
+        result = rewrite_notebook(original, **rewrite_options(mode))
+    except (NotebookError, SourceError) as exc:
+        return FileResult(display, error=(exc.line, exc.message)), original
+    except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
+        return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
+    diff = notebook_diff(result.changes, display) if result.changed and write_back.shows_diff else None
+    return (
+        FileResult(
+            display,
+            Changed.YES if result.changed else Changed.NO,
+            tuple(f"cell {cell}:line {line}" for cell, line, _ in result.rewritten),
+            tuple((f"cell {cell}:line {line}", reason) for cell, line, reason in result.skipped),
+            diff,
+            cell_errors=tuple(
+                (f"cell {cell}" if line is None else f"cell {cell}:line {line}", f"{message} (cell left as it is)")
+                for cell, line, message in result.unparsed
+            ),
         ),
         result.code,
     )

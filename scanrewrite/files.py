@@ -30,8 +30,8 @@ DEFAULT_EXCLUDES = (
     r"/(\.git|\.hg|\.venv|venv|build|dist|__pycache__|\.mypy_cache|\.pytest_cache"
     r"|\.tox|\.nox|\.eggs|node_modules)/"
 )
-#: What a folder is searched for.
-SUFFIXES = (".py", ".pyi")
+#: What a folder is searched for: Python files and Jupyter notebooks.
+SUFFIXES = (".py", ".pyi", ".ipynb")
 #: What marks the top of a project, nearest first.
 ROOT_MARKERS = (".git", ".hg", "pyproject.toml")
 
@@ -121,7 +121,7 @@ class Excludes:
 class Discovery:
     """Finds the files to process under one project root.
 
-    Folders are searched for `.py` and `.pyi` files, leaving out what `excludes` or a
+    Folders are searched for `.py`, `.pyi` and `.ipynb` files, leaving out what `excludes` or a
     `.gitignore` (the root's and every folder's on the way down) name. Files named
     explicitly are taken as they are, unless `force_exclude` applies the same rules to
     them, and a folder named explicitly is searched even if the rules leave it out (see

@@ -24,16 +24,19 @@ class FileResult:
     #: The file as messages name it.
     display: str
     changed: Changed = Changed.NO
-    #: Lines of the calls rewritten (or that would be).
-    rewritten: tuple[int, ...] = ()
+    #: Lines of the calls rewritten (or that would be); in a notebook, "cell N:line L".
+    rewritten: tuple[int | str, ...] = ()
     #: (line, reason) of each call left as it was.
-    skipped: tuple[tuple[int, str], ...] = ()
+    skipped: tuple[tuple[int | str, str], ...] = ()
     #: The unified diff, when the mode shows one and the file changes.
     diff: bytes | None = None
     #: Why the file failed, as (line or None, one-line message); None if it did not.
     error: tuple[int | None, str] | None = None
     #: (line, note) of rewritten calls that did not get everything asked for.
-    notes: tuple[tuple[int, str], ...] = ()
+    notes: tuple[tuple[int | str, str], ...] = ()
+    #: (where, one-line message) of each notebook cell left alone because it cannot be
+    #: parsed; the other cells are still rewritten, and the file counts as failed too.
+    cell_errors: tuple[tuple[str, str], ...] = ()
 
 
 def _plural(count: int, noun: str) -> str:
@@ -78,19 +81,19 @@ class Report:
             if self.verbose:
                 self._err(f"{path}: unchanged")
 
-    def rewritten(self, path: str, line: int, note: str | None = None) -> None:
+    def rewritten(self, path: str, line: int | str, note: str | None = None) -> None:
         """Count one call rewritten at `path:line` (`note`: what it did not get)."""
         self.rewritten_calls += 1
         if self.verbose:
             self._err(f"{path}:{line}: rewritten" + (f" ({note})" if note else ""))
 
-    def skipped(self, path: str, line: int, reason: str) -> None:
+    def skipped(self, path: str, line: int | str, reason: str) -> None:
         """Count one call at `path:line` that was left as it was, and why."""
         self.skipped_calls += 1
         if self.verbose:
             self._err(f"{path}:{line}: skipped ({reason})")
 
-    def failed(self, path: str, message: str, line: int | None = None) -> None:
+    def failed(self, path: str, message: str, line: int | str | None = None) -> None:
         """Count one file that failed; print `error: path:line: message` on stderr."""
         self.failure_count += 1
         where = path if line is None else f"{path}:{line}"
@@ -103,6 +106,10 @@ class Report:
             self.rewritten(result.display, line, notes.get(line))
         for line, reason in result.skipped:
             self.skipped(result.display, line, reason)
+        for where, message in result.cell_errors:
+            self._err(f"error: {result.display}:{where}: {message}", fg="red")
+        if result.cell_errors:
+            self.failure_count += 1
         if result.error is None:
             self.done(result.display, result.changed)
         else:
@@ -125,7 +132,8 @@ class Report:
 
         - 0: nothing to do, or every changed file was written (or diffed, without `--check`);
         - 1: under `--check`, at least one file would change and none failed;
-        - 2: at least one file failed (could not be read, decoded, parsed or written).
+        - 2: at least one file failed (could not be read, decoded, parsed or written, or
+          is a notebook with a cell that could not be parsed).
           Bad options exit 2 too, through click, before any file is read.
         """
         if self.failure_count:

@@ -350,7 +350,7 @@ def test_rewrite_options(project: Path, args: list[str], options: dict[str, obje
         (["-q", "-v"], "--quiet and --verbose cannot be used together"),
         (["--jobs", "0"], "Invalid value for '-j' / '--jobs'"),
         (["--exclude", "("], "not a valid regular expression"),
-        (["--bogus"], "No such option '--bogus'"),
+        (["--bogus"], "No such option"),  # click 8.2.0 adds ': --bogus', later releases " '--bogus'"
     ],
 )
 def test_bad_options_exit_2_and_touch_nothing(project: Path, args: list[str], message: str) -> None:

@@ -213,6 +213,12 @@ NOOP = [
         id="unroll pragma wins",
     ),
     pytest.param(
+        "import scanrewrite.runtime\ny = scanrewrite.runtime.scan(f, c, xs, unroll=K)\n",
+        {2: 2},
+        [Skipped(2, "unroll is written as an expression (`K`), not a number: set it by hand")],
+        id="an unroll written as a name is the user's choice",
+    ),
+    pytest.param(
         "import scanrewrite.runtime\n"
         "y = scanrewrite.runtime.scan(\n    f, c, xs, unroll=8\n)  # scanrewrite: unroll=8\n",
         {2: 2},

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from tests.test_cli import SCAN, rewritten, write
+from tests.test_notebook import make, sources
 
 ROOT = Path(__file__).resolve().parents[1]
 GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false")
@@ -35,7 +36,7 @@ def test_hooks_declare_what_the_issue_asks() -> None:
     hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
     assert set(hooks) == {"scanrewrite", "scanrewrite-check"}
     for hook in hooks.values():
-        assert (hook["language"], hook["types_or"], hook["require_serial"]) == ("python", ["python", "pyi"], True)
+        assert (hook["language"], hook["types_or"], hook["require_serial"]) == ("python", ["python", "pyi", "jupyter"], True)
         assert "--force-exclude" in hook["entry"].split()
     assert hooks["scanrewrite"]["entry"].split()[0] == "scanrewrite"
     assert {"--check", "--diff"} <= set(hooks["scanrewrite-check"]["entry"].split())
@@ -51,7 +52,8 @@ def test_try_repo(tmp_path: Path) -> None:
     commit_all(hooks)
 
     user = git_repo(tmp_path / "user")
-    write(user, {"model.py": SCAN, "build/generated.py": SCAN, "notes.txt": "jax.lax.scan\n"})
+    notebook = make("import jax", "def step(c, x):\n    return c + x, c", "c = jax.lax.scan(step, 0, None, length=3)")
+    write(user, {"model.py": SCAN, "build/generated.py": SCAN, "notes.txt": "jax.lax.scan\n", "demo.ipynb": notebook})
     commit_all(user)
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"}
 
@@ -71,9 +73,11 @@ def test_try_repo(tmp_path: Path) -> None:
     # In place first (hooks run in id order): it rewrites and fails; the check then passes.
     assert re.search(r"^scanrewrite\.+Failed$", first.stdout, re.M), first.stdout
     assert "files were modified by this hook" in first.stdout
-    assert "1 file rewritten (1 scan call)" in first.stdout
+    assert "2 files rewritten (2 scan calls)" in first.stdout
     assert re.search(r"^scanrewrite \(check\)\.+Passed$", first.stdout, re.M), first.stdout
     assert (user / "model.py").read_bytes() == rewritten(SCAN)
+    # Notebooks too (pre-commit's `jupyter` type).
+    assert sources((user / "demo.ipynb").read_bytes())[2] == "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)"
     # --force-exclude: pre-commit names every file, and the default excludes still hold.
     assert (user / "build" / "generated.py").read_text() == SCAN
 

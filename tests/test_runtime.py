@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scanrewrite.runtime import _chunks, scan
+from scanrewrite.runtime._compat import enable_x64, typeof
 from tests.treecheck import assert_trees_close
 
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=2e-5, atol=2e-5)}
@@ -90,7 +91,7 @@ def check_against_lax(scan_impl, n, xs_kind, ys_kind, dtype, *, seed=0, weak_s=F
     actual = outputs_and_grads(scan_impl, step, init, xs, length, **kwargs)
     compared = assert_trees_close(actual, expected, **TOL[jnp.dtype(dtype).name])
     leaves = len(jax.tree_util.tree_leaves(expected))
-    weak = lambda tree: [jax.typeof(leaf).weak_type for leaf in jax.tree_util.tree_leaves(tree)]
+    weak = lambda tree: [typeof(leaf).weak_type for leaf in jax.tree_util.tree_leaves(tree)]
     assert weak(actual) == weak(expected), "weak types differ"
     assert compared == leaves > 0
     return compared
@@ -116,7 +117,7 @@ checkpoints = st.sampled_from([True, False, POLICY])
     levels=st.sampled_from([1, 2, 3, "auto"]),  # tests/test_runtime_levels.py has fixed cases
 )
 def test_matches_lax_scan(dtype, n, unroll, reverse, xs_kind, ys_kind, checkpoint, weak_s, seed, layout, levels):
-    with jax.enable_x64(dtype == "float64"), pinned_layout(layout):
+    with enable_x64(dtype == "float64"), pinned_layout(layout):
         check_against_lax(
             scan, n, xs_kind, ys_kind, jnp.dtype(dtype), seed=seed, weak_s=weak_s,
             reverse=reverse, unroll=unroll, checkpoint=checkpoint, levels=levels,

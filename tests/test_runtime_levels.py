@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from scanrewrite.runtime import _levels, scan
+from scanrewrite.runtime._compat import enable_x64
 from tests.test_runtime import POLICY, TOL, check_against_lax, make_inputs, make_step, pinned_layout
 from tests.treecheck import assert_trees_close
 
@@ -116,7 +117,7 @@ def test_matches_lax_scan(n, unroll, levels, request):
     i = request.node.callspec.indices["n"]
     xs_kind, ys_kind = KINDS[i % 4]
     # The backend's layout of a chunk's steps (rolled on CPU), and the straight-line one.
-    with jax.enable_x64(True), pinned_layout(LAYOUT_OF_CASE(i)):
+    with enable_x64(True), pinned_layout(LAYOUT_OF_CASE(i)):
         check_against_lax(
             scan, n, xs_kind, ys_kind, jnp.float64, seed=i, weak_s=i % 3 == 0,
             reverse=i % 2 == 0, unroll=unroll, levels=levels, checkpoint=CHECKPOINTS[i % 4],
@@ -199,7 +200,7 @@ def test_hessian():
 
         return jax.jit(jax.hessian(loss))(init["h"])
 
-    with jax.enable_x64(True):
+    with enable_x64(True):
         init, xs = make_inputs(11, "array", jnp.float64)
         actual = hessian(scan, unroll=2, levels=2)
         assert assert_trees_close(actual, hessian(jax.lax.scan), **TOL["float64"]) == 1

@@ -1,4 +1,5 @@
-"""Regenerate the golden files: `tests/golden/<fixture>.py` is `rewrite(fixtures/<fixture>.py)`.
+"""Regenerate the golden files: `tests/golden/<fixture>.py` is `rewrite(fixtures/<fixture>.py)`,
+and `tests/golden/<notebook>.ipynb` is `rewrite_notebook(fixtures/<notebook>.ipynb)`.
 
 Run from anywhere, after changing the codemod or a fixture on purpose:
 
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from scanrewrite.codemod import rewrite
+from scanrewrite.notebook import rewrite_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = REPO / "fixtures"
@@ -27,13 +29,25 @@ def fixture_names() -> list[str]:
     return sorted(path.stem for path in FIXTURE_DIR.glob("*.py"))
 
 
+def notebook_names() -> list[str]:
+    """The notebook fixtures, by file stem, in a stable order."""
+    return sorted(path.stem for path in FIXTURE_DIR.glob("*.ipynb"))
+
+
+def _suffix(name: str) -> str:
+    return ".ipynb" if (FIXTURE_DIR / f"{name}.ipynb").exists() else ".py"
+
+
 def render(name: str) -> bytes:
     """The rewritten source of fixture `name`, as its golden file should hold it."""
-    return rewrite((FIXTURE_DIR / f"{name}.py").read_bytes(), **GOLDEN_OPTIONS).code
+    source = (FIXTURE_DIR / f"{name}{_suffix(name)}").read_bytes()
+    if _suffix(name) == ".ipynb":
+        return rewrite_notebook(source, **GOLDEN_OPTIONS).code
+    return rewrite(source, **GOLDEN_OPTIONS).code
 
 
 def main(argv: list[str]) -> int:
-    known = fixture_names()
+    known = fixture_names() + notebook_names()
     unknown = sorted(set(argv) - set(known))
     if unknown:
         print(f"error: no such fixture: {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
@@ -41,7 +55,7 @@ def main(argv: list[str]) -> int:
     GOLDEN_DIR.mkdir(exist_ok=True)
     written = 0
     for name in argv or known:
-        golden = GOLDEN_DIR / f"{name}.py"
+        golden = GOLDEN_DIR / f"{name}{_suffix(name)}"
         code = render(name)
         if not golden.exists() or golden.read_bytes() != code:
             golden.write_bytes(code)
@@ -49,8 +63,8 @@ def main(argv: list[str]) -> int:
             print(f"wrote {golden.relative_to(REPO)}")
     removed = 0
     if not argv:
-        for stale in sorted(set(p.stem for p in GOLDEN_DIR.glob("*.py")) - set(known)):
-            stale_path = GOLDEN_DIR / f"{stale}.py"
+        golden_paths = [*GOLDEN_DIR.glob("*.py"), *GOLDEN_DIR.glob("*.ipynb")]
+        for stale_path in sorted(path for path in golden_paths if path.stem not in known):
             stale_path.unlink()
             removed += 1
             print(f"removed {stale_path.relative_to(REPO)} (no such fixture)")

@@ -14,7 +14,8 @@ Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
 
 A call is left alone and reported in `UnrollResult.skipped` (with its line and why) when a
 pragma on it says so (`# scanrewrite: skip`, or `# scanrewrite: unroll=N`, which wins over
-the tuner), when `*args` or `**kwargs` may carry its unroll, and a picked line with no
+the tuner), when its unroll is an expression rather than a number, when `*args` or
+`**kwargs` may carry its unroll, and a picked line with no
 runtime call starting on it is reported too. A `skip-file` pragma leaves the whole file.
 """
 
@@ -193,7 +194,11 @@ def _unroll_args(call: cst.Call, target: Target, unroll: int) -> tuple[cst.Arg, 
     value = cst.Integer(str(unroll))
     arg = _unroll_arg(call, target)
     if arg is not None:
-        if isinstance(arg.value, cst.Integer) and arg.value.evaluated_value == unroll:
+        if not isinstance(arg.value, cst.Integer):
+            # A name or expression says how the user chose k; a literal would silently drop that.
+            code = cst.Module([]).code_for_node(arg.value)
+            return f"unroll is written as an expression (`{code}`), not a number: set it by hand"
+        if arg.value.evaluated_value == unroll:
             return None
         return tuple(arg.with_changes(value=value) if other is arg else other for other in call.args)
     shape = ArgShape.of(call.args, target)

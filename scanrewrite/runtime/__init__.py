@@ -24,9 +24,11 @@ import jax
 import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _levels, _override, _staging
+from scanrewrite.runtime._compat import lax_unroll
+from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
 
-__all__ = ["eqxi_scan", "scan"]
+__all__ = ["ORIGINAL", "Site", "eqxi_scan", "override", "record_sites", "scan"]
 
 _Carry = TypeVar("_Carry")
 _X = TypeVar("_X")
@@ -42,12 +44,14 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     """`scan` with its settings resolved for the call site."""
     unroll, checkpoint = settings["unroll"], settings["checkpoint"]
     levels = settings.get("levels", 1)  # eqxi_scan(kind="lax") has no `levels`
+    if unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+        return jax.lax.scan(f, init, xs, length, reverse, 1, _split_transpose)
     check_unroll(unroll)
     check_checkpoint(checkpoint)
     _levels.check(levels)
     n = scan_length(xs, length)
     if n == 0:
-        return jax.lax.scan(f, init, xs, length, reverse, unroll, _split_transpose)
+        return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
     layout = _chunks.layout()
 
     def build(get_f):
@@ -173,6 +177,8 @@ def eqxi_scan(
 
     # `checkpoint` is what `kind="lax"` passes to `scan`; `kind="checkpointed"` ignores it.
     settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=True)
+    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+        return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     check_unroll(settings["unroll"])
     if kind not in ("lax", "checkpointed"):
         raise ValueError(f"`kind` must be 'lax' or 'checkpointed', got {kind!r}")

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from scanrewrite.runtime._compat import typeof
+
 
 class Layout(NamedTuple):
     """How the steps of a chunk (and the leftover steps) are laid out in the program.
@@ -88,7 +90,7 @@ def _promote_weak_init(f: Callable, init: Any, xs: Any) -> Any:
     second time; this costs one trace of `f`.
     """
     init_leaves = jax.tree_util.tree_leaves(init)
-    if not any(getattr(jax.typeof(leaf), "weak_type", False) for leaf in init_leaves):
+    if not any(getattr(typeof(leaf), "weak_type", False) for leaf in init_leaves):
         return init
     out_carry, _ = jax.eval_shape(lambda c, xs: f(c, jax.tree_util.tree_map(lambda a: a[0], xs)), init, xs)
     out_leaves = jax.tree_util.tree_leaves(out_carry)
@@ -100,8 +102,8 @@ def _promote_weak_init(f: Callable, init: Any, xs: Any) -> Any:
             jax.lax.convert_element_type(leaf, jnp.result_type(leaf, out.dtype))
             # Also when only weakness differs: every loop then sees the carry type f returns, so
             # no loop (a leftover loop, a nested level) traces f again for a changed type.
-            if getattr(jax.typeof(leaf), "weak_type", False)
-            and (jax.typeof(leaf).dtype != out.dtype or not getattr(out, "weak_type", False))
+            if getattr(typeof(leaf), "weak_type", False)
+            and (typeof(leaf).dtype != out.dtype or not getattr(out, "weak_type", False))
             else leaf
             for leaf, out in zip(init_leaves, out_leaves)
         ],

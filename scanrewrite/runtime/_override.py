@@ -5,13 +5,54 @@ gives the settings a call should use: what the call wrote, unless an active over
 otherwise for all sites or for this one. The staging cache keys on the resolved settings, so
 an override always reaches the compiled program.
 
-(The override and site-recording API itself, for `scanrewrite.tune`, is built on this.)
+`override` and `record_sites` are the public API (`scanrewrite.tune` is built on them). Both
+change a value in jax's own jit cache key (`jax.make_user_context`), so a `jax.jit` function
+traced earlier under other settings is traced again rather than silently reusing a
+compilation made without them. On a jax without `make_user_context` (older than about 0.7),
+entering and leaving either one clears jax's caches instead (`jax.clear_caches()`), with a
+warning the first time: correct, but every jitted function compiles again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
+import operator
+import os
 import sys
+import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
+
+import jax
+
+from scanrewrite.runtime._compat import make_user_context
+
+__all__ = ["ORIGINAL", "Call", "Site", "call_site", "override", "record_sites", "resolve"]
+
+
+class _Original:
+    """The type of `ORIGINAL`: a single, hashable, picklable-by-name marker."""
+
+    _instance: _Original | None = None
+
+    def __new__(cls) -> _Original:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "scanrewrite.runtime.ORIGINAL"
+
+    def __reduce__(self) -> str:
+        return "ORIGINAL"
+
+
+#: `override(unroll=ORIGINAL)`: the call runs as the scan it replaced (`jax.lax.scan` with
+#: `unroll=1`, or `equinox.internal.scan`), not chunked and not checkpointed. The baseline
+#: `scanrewrite.tune` measures every candidate against.
+ORIGINAL = _Original()
 
 
 class Site(NamedTuple):
@@ -22,6 +63,35 @@ class Site(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}"
+
+    @classmethod
+    def parse(cls, site: Site | str | tuple[str, int]) -> Site:
+        """`site` as a `Site` with its path made absolute (symbolic links resolved).
+
+        Accepts a `Site`, a `(path, line)` pair or a `"path:line"` string; raises
+        `ValueError` naming anything else.
+        """
+        if isinstance(site, str):
+            path, sep, line = site.rpartition(":")
+            if not sep or not path or not line.strip().isdigit():
+                raise ValueError(f"a site is 'path:line', got {site!r}")
+            site = (path, int(line))
+        try:
+            path, line = site
+        except (TypeError, ValueError):
+            raise ValueError(f"a site is a Site, 'path:line' or (path, line), got {site!r}") from None
+        if not isinstance(path, (str, os.PathLike)) or isinstance(line, bool):
+            raise ValueError(f"a site is a Site, 'path:line' or (path, line), got {site!r}")
+        try:
+            line = operator.index(line)
+        except TypeError:
+            raise ValueError(f"a site's line must be an int, got {line!r}") from None
+        return cls(_absolute(os.fspath(path)), line)
+
+
+@functools.lru_cache(maxsize=4096)
+def _absolute(path: str) -> str:
+    return os.path.realpath(path)
 
 
 def call_site(depth: int = 2) -> Site | None:
@@ -34,10 +104,186 @@ def call_site(depth: int = 2) -> Site | None:
         frame = sys._getframe(depth)
     except ValueError:
         return None
-    return Site(frame.f_code.co_filename, frame.f_lineno)
+    return Site(_absolute(frame.f_code.co_filename), frame.f_lineno)
+
+
+class Call(NamedTuple):
+    """A rewritten call as `record_sites` saw it first: which runtime function, and the
+    settings the call itself wrote (before any override)."""
+
+    #: `"scan"` or `"eqxi_scan"`.
+    api: str
+    settings: dict[str, Any]
+
+
+class _Entry(NamedTuple):
+    """One active override: for `sites` (None: every site), these settings."""
+
+    sites: frozenset[Site] | None
+    settings: tuple[tuple[str, Any], ...]
+
+
+class _State(NamedTuple):
+    """What is in force: the overrides (outermost first) and the open recordings' tokens.
+
+    Hashable, since it is part of jax's jit cache key.
+    """
+
+    entries: tuple[_Entry, ...] = ()
+    recording: tuple[int, ...] = ()
+
+
+_STATE = make_user_context(_State()) if make_user_context is not None else None
+#: Fallback for a jax without `make_user_context`: the same state, outside jax's cache key.
+_fallback_state = _State()
+_warned = False
+_tokens = itertools.count()
+#: Open recordings, innermost last: each maps a site to its call.
+_recorders: list[dict[Site, Call]] = []
+
+
+def _current() -> _State:
+    return _STATE.value if _STATE is not None else _fallback_state
+
+
+@contextlib.contextmanager
+def _entered(state: _State) -> Iterator[None]:
+    global _fallback_state, _warned
+    if _STATE is not None:
+        with _STATE(state):
+            yield
+        return
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            f"jax {jax.__version__} has no `jax.make_user_context`, so scanrewrite.runtime.override "
+            "and record_sites clear jax's caches (jax.clear_caches()) on entering and leaving, so "
+            "that no jitted function keeps a compilation made under other settings",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    previous, _fallback_state = _fallback_state, state
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _fallback_state = previous
+        jax.clear_caches()
+
+
+_UNSET: Any = object()
+
+
+def _check_unroll(unroll: Any) -> None:
+    if unroll is ORIGINAL or isinstance(unroll, bool):
+        return
+    try:
+        k = operator.index(unroll)
+    except TypeError:
+        k = -1
+    if k < 0:
+        raise ValueError(f"`unroll` must be ORIGINAL, a bool or a non-negative int, got {unroll!r}")
+
+
+def _check_checkpoint(checkpoint: Any) -> None:
+    if not (isinstance(checkpoint, bool) or callable(checkpoint)):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
+        )
+
+
+@contextlib.contextmanager
+def override(
+    *,
+    unroll: Any = _UNSET,
+    checkpoint: Any = _UNSET,
+    sites: None | Site | str | Iterable[Site | str | tuple[str, int]] = None,
+) -> Iterator[None]:
+    """Use other settings for rewritten calls traced (or run) inside this block.
+
+    **Arguments:**
+
+    - `unroll`: steps per chunk, as `scanrewrite.runtime.scan`'s `unroll`; or `ORIGINAL`, to
+        run each call as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`).
+    - `checkpoint`: as `scanrewrite.runtime.scan`'s `checkpoint` (`True`, `False` or a
+        policy). `eqxi_scan` takes no `checkpoint` and ignores it.
+    - `sites`: `None` for every rewritten call; else the calls to override, each a `Site`, a
+        `"path:line"` string or a `(path, line)` pair, where the line is the first line of the
+        call (the line `scanrewrite` reports). Paths are compared as absolute paths with
+        symbolic links resolved, so a relative path is read from the current folder.
+
+    Overrides nest: an inner block wins over an outer one for the settings it names, at the
+    sites it names; other settings and sites keep the outer block's. A setting not given is
+    not overridden.
+
+    The override is part of jax's jit cache key: a jitted function called (or lowered) inside
+    the block is traced again under it, never reusing a compilation from outside it, and is
+    traced again after the block if called under other settings. Python code that runs
+    outside any trace (eager calls) sees the override on every call.
+
+    ```python
+    with scanrewrite.runtime.override(unroll=8, sites=["model.py:42"]):
+        loss, grads = train_step(params, batch)     # model.py:42 runs with unroll=8
+    ```
+    """
+    settings = []
+    if unroll is not _UNSET:
+        _check_unroll(unroll)
+        settings.append(("unroll", unroll))
+    if checkpoint is not _UNSET:
+        _check_checkpoint(checkpoint)
+        settings.append(("checkpoint", checkpoint))
+    if not settings:
+        raise ValueError("override needs `unroll` or `checkpoint`")
+    if sites is None:
+        named = None
+    elif isinstance(sites, (str, Site)):
+        named = frozenset([Site.parse(sites)])
+    else:
+        named = frozenset(Site.parse(site) for site in sites)
+    state = _current()
+    with _entered(state._replace(entries=(*state.entries, _Entry(named, tuple(settings))))):
+        yield
+
+
+@contextlib.contextmanager
+def record_sites() -> Iterator[dict[Site, Call]]:
+    """Collect the rewritten calls run or traced inside this block.
+
+    Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to a
+    `Call`: the runtime function called there and the settings the call itself wrote
+    (`unroll`, `checkpoint`), before any override.
+    Jitted functions are traced again inside the block (it changes jax's jit cache key), so a
+    function compiled earlier still reports its sites.
+    """
+    found: dict[Site, Call] = {}
+    state = _current()
+    _recorders.append(found)
+    try:
+        with _entered(state._replace(recording=(*state.recording, next(_tokens)))):
+            yield found
+    finally:
+        _recorders.remove(found)
 
 
 def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
-    """`settings` as the call wrote them, with any active override for `site` applied."""
-    del site
-    return settings
+    """`settings` as the call wrote them, with any active override for `site` applied.
+
+    Only the settings the call passes are overridden (an `eqxi_scan` passes no `checkpoint`).
+    A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
+    """
+    if _recorders and site is not None:
+        # The runtime function that called: `scan` or `eqxi_scan`.
+        call = Call(sys._getframe(1).f_code.co_name, dict(settings))
+        for found in _recorders:
+            found.setdefault(site, call)
+    state = _current()
+    if not state.entries:
+        return settings
+    resolved = dict(settings)
+    for entry in state.entries:
+        if entry.sites is None or site in entry.sites:
+            for name, value in entry.settings:
+                if name in resolved:
+                    resolved[name] = value
+    return resolved

@@ -1,0 +1,187 @@
+"""The `scanrewrite-tune` command: click only.
+
+`scanrewrite-tune FILE.py:FACTORY` measures, prints the tables, and with `--diff`, `--write`
+or `--check` shows, writes or checks the picks in the source. Exit codes as `scanrewrite`'s:
+0 done, 1 `--check` found a site off its pick, 2 an error (one line each on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from scanrewrite.files import display_path
+from scanrewrite.output import color_diff
+from scanrewrite.runtime._override import Site
+from scanrewrite.tune._select import DEFAULT_KS, Budget, TuneError, parse_policies
+
+
+class _Bar:
+    """`Progress` on stderr through click's progress bar (drawn only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar = None
+
+    def begin(self, total: int) -> None:
+        if self.bar is not None:  # more steps than first announced
+            self.bar.length = total
+        elif self.enabled:
+            self.bar = click.progressbar(
+                length=total, label="tuning", file=sys.stderr, show_pos=True, item_show_func=lambda item: item
+            )
+            self.bar.__enter__()
+
+    def advance(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.update(1, label)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _ints(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}") from None
+    if not ks or min(ks) < 1:
+        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}")
+    return ks
+
+
+def _parsed(parse):
+    def callback(ctx: click.Context, param: click.Parameter, value):
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except TuneError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return callback
+
+
+def _site_name(site: Site) -> str:
+    return f"{display_path(site.path)}:{site.line}"
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target", metavar="FILE.py:FACTORY")
+@click.option(
+    "--ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, callback=_ints,
+    help="Chunk sizes to try at each site, comma-separated (the written unroll is tried too).",
+)
+@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Timed calls of each configuration, interleaved, after the warm-up.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Untimed calls of each configuration before timing.")
+@click.option("--memory-budget", callback=_parsed(Budget.parse),
+              help="Limit on compiled temp memory: bytes ('2GiB', '500MB') or a fraction of lax.scan's "
+              "('0.5x', '50%').")
+@click.option("--policies", default="", callback=_parsed(parse_policies),
+              help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
+              "or jax.checkpoint_policies names.")
+@click.option("--diff", is_flag=True,
+              help="Print the unified diff that sets each site's unroll= to its pick (tables go to stderr).")
+@click.option("--write", is_flag=True, help="Write the picks into the source.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if a site's written unroll is off its pick.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
+@click.option("--color/--no-color", default=None,
+              help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
+def main(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color) -> None:
+    """Measure unroll at each rewritten scan call that FACTORY's function traces, on this
+    machine's default jax device, and pick the fastest within the memory budget.
+
+    FACTORY, a function in FILE.py, returns (fn, args) or (fn, args, kwargs), e.g. a training
+    step returning loss and gradients and its inputs. Exit codes: 0 done, 1 --check found a
+    site off its pick, 2 an error.
+    """
+    if write and check:
+        raise click.UsageError("--write and --check cannot be used together")
+    sys.exit(_run(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color))
+
+
+def _error(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+
+
+def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color) -> int:
+    from scanrewrite.tune._factory import load
+    from scanrewrite.tune._tune import tune
+
+    bar = _Bar(enabled=not quiet)
+    try:
+        fn, args, kwargs = load(target)
+        report = tune(
+            fn, args, kwargs, ks=ks, checkpoints=policies, repeats=repeats, warmup=warmup,
+            memory_budget=memory_budget, progress=bar,
+        )
+    except TuneError as exc:
+        bar.close()
+        _error(str(exc))
+        return 2
+    bar.close()
+    status = 0
+    click.echo(report.table(_site_name), err=diff)
+    for site, message in report.errors:
+        _error(f"{_site_name(site)}: {message}")
+        status = 2
+    for site in report.sites:
+        if site.pick is not None and site.pick.checkpoint is not None:
+            click.echo(
+                f"note: {_site_name(site.site)}: pick {site.pick}: only unroll= is written back; "
+                "set checkpoint= by hand", err=True,
+            )
+    off_sites = [
+        site for site in report.sites if site.pick is not None and site.pick.unroll != site.written.get("unroll")
+    ]
+    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than the written unroll"
+    if not (diff or write or check):
+        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
+        return status
+    from scanrewrite.tune._writeback import plan
+
+    diff_color = color if color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    off = 0
+    for change in plan(report.unroll_picks):
+        for line, note in change.notes:
+            click.echo(f"{change.display}:{line}: not written: {note}", err=True)
+        if change.error is not None:
+            line, message = change.error
+            _error(f"{change.display}{'' if line is None else f':{line}'}: {message}")
+            status = 2
+            continue
+        if not change.changed:
+            continue
+        off += 1
+        if diff:
+            _write_stdout(color_diff(change.diff()) if diff_color else change.diff())
+        if write:
+            change.write()
+            if change.error is not None:
+                _error(f"{change.display}: {change.error[1]}")
+                status = 2
+            else:
+                click.echo(f"wrote the picks into {change.display}", err=True)
+        elif check:
+            click.echo(f"would write the picks into {change.display}", err=True)
+    verb = "written" if write else "would be written"
+    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
+    if check and off and status == 0:
+        return 1
+    return status
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,173 @@
+"""Compiling and timing the user's function under per-site overrides.
+
+A configuration gives every site its setting (or leaves it as written); it is compiled once,
+under `scanrewrite.runtime.override`, into an executable whose compile time and XLA temp
+memory are recorded, and executables are timed in interleaved rounds, so that load from other
+processes falls on every configuration alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._override import Call
+from scanrewrite.tune._select import Candidate, Timing, TuneError
+
+#: A configuration: the site -> setting of every site not left as written. `BASELINE` marks
+#: the configuration with every site as the scan it replaced.
+Config = tuple[tuple[Site, Candidate], ...]
+BASELINE: Any = "lax.scan"
+
+
+def _checkpoint_value(name: str) -> Any:
+    if name == "none":
+        return False
+    if name == "checkpoint":
+        return True
+    return getattr(jax.checkpoint_policies, name)
+
+
+@contextlib.contextmanager
+def applied(config: Config | str) -> Iterator[None]:
+    """Overrides that give each site of `config` its candidate (every site `ORIGINAL` for
+    `BASELINE`)."""
+    with contextlib.ExitStack() as stack:
+        if config == BASELINE:
+            stack.enter_context(override(unroll=ORIGINAL))
+        else:
+            for site, candidate in config:
+                settings: dict[str, Any] = {"unroll": candidate.unroll}
+                if candidate.checkpoint is not None:
+                    settings["checkpoint"] = _checkpoint_value(candidate.checkpoint)
+                stack.enter_context(override(sites=[site], **settings))
+        yield
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+@dataclass
+class Compiled:
+    """One configuration, compiled (or the reason it could not be)."""
+
+    executable: Any | None
+    compile_s: float | None
+    temp_bytes: int | None
+    error: str | None = None
+
+
+class Program:
+    """The user's `fn(*args, **kwargs)`, compiled under configurations and timed.
+
+    Array leaves of the arguments (jax and numpy arrays and scalars) are the compiled
+    program's inputs; every other leaf (a Python number, a string, a function) is held fixed,
+    as `equinox.filter_jit` does, so the factory's arguments need no `static_argnums`.
+    """
+
+    def __init__(self, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        if not callable(fn):
+            raise TuneError(f"the function to tune is not callable: {fn!r}")
+        leaves, self._treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+        self._is_array = [isinstance(leaf, (jax.Array, np.ndarray, np.generic)) for leaf in leaves]
+        self._fixed = [None if is_array else leaf for leaf, is_array in zip(leaves, self._is_array)]
+        self.inputs = [leaf for leaf, is_array in zip(leaves, self._is_array) if is_array]
+        self._fn = fn
+        self._compiled: dict[Config | str, Compiled] = {}
+
+    def _call(self, inputs: list[Any]) -> Any:
+        it = iter(inputs)
+        leaves = [next(it) if is_array else fixed for is_array, fixed in zip(self._is_array, self._fixed)]
+        args, kwargs = jax.tree_util.tree_unflatten(self._treedef, leaves)
+        return self._fn(*args, **kwargs)
+
+    def sites(self) -> dict[Site, Call]:
+        """The rewritten calls the function traces, in order: the runtime function and the
+        settings each call wrote.
+
+        Traced abstractly (`jax.eval_shape`): nothing is compiled or run.
+        """
+        with record_sites() as found:
+            jax.eval_shape(self._call, self.inputs)
+        return dict(found)
+
+    def warm_up(self, configs: Sequence[Config | str]) -> None:
+        """Compile `configs` once and forget the results, so that the compile times measured
+        afterwards do not include what jax does once per process (first use of a primitive's
+        lowering, of the backend); failures are left for `compile` to report."""
+        for config in configs:
+            with contextlib.suppress(Exception), applied(config):
+                jax.jit(self._call).lower(self.inputs).compile()
+        # Otherwise the measured compile would be a cache hit.
+        jax.clear_caches()
+
+    def compile(self, config: Config | str) -> Compiled:
+        """`config` compiled (once: a second request returns the first result)."""
+        known = self._compiled.get(config)
+        if known is not None and (known.executable is not None or known.error is not None):
+            return known
+        try:
+            with applied(config):
+                start = time.perf_counter()
+                executable = jax.jit(self._call).lower(self.inputs).compile()
+                compile_s = time.perf_counter() - start
+            analysis = executable.memory_analysis()
+            temp = None if analysis is None else int(analysis.temp_size_in_bytes)
+            result = Compiled(executable, compile_s, temp)
+        except Exception as exc:  # a candidate that fails is reported in its row; others go on
+            result = Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
+        if known is not None:  # compiled again after `forget`: the first numbers stand
+            result.compile_s, result.temp_bytes = known.compile_s, known.temp_bytes
+        self._compiled[config] = result
+        return result
+
+    def forget(self, keep: Sequence[Config | str]) -> None:
+        """Drop the executables of configurations other than `keep` (their numbers stay with
+        the caller), so a long tuning run does not hold every executable at once."""
+        for config, compiled in self._compiled.items():
+            if config not in keep:
+                compiled.executable = None
+
+    def run(self, compiled: Compiled) -> Any:
+        return jax.block_until_ready(compiled.executable(self.inputs))
+
+    def time(
+        self,
+        entries: Sequence[Compiled],
+        repeats: int,
+        warmup: int,
+        advance: Callable[[], None] = lambda: None,
+    ) -> list[Timing | str]:
+        """Step times of `entries` over `repeats` interleaved rounds after `warmup` calls each;
+        for an entry whose call fails, the one-line reason instead. `advance` is called after
+        each round."""
+        failed: dict[int, str] = {}
+        for index, entry in enumerate(entries):
+            try:
+                for _ in range(warmup):
+                    self.run(entry)
+            except Exception as exc:
+                failed[index] = f"failed to run: {_one_line(exc)}"
+        times: list[list[float]] = [[] for _ in entries]
+        for _ in range(repeats):
+            for index, entry in enumerate(entries):
+                if index in failed:
+                    continue
+                start = time.perf_counter()
+                try:
+                    self.run(entry)
+                except Exception as exc:
+                    failed[index] = f"failed to run: {_one_line(exc)}"
+                    continue
+                times[index].append(time.perf_counter() - start)
+            advance()
+        return [failed[i] if i in failed else Timing(tuple(times[i])) for i in range(len(entries))]

@@ -1,0 +1,136 @@
+"""What a tuning run found: a row per measured configuration, a table per site, the picks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scanrewrite.runtime._override import Site
+from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
+
+HEADER = (
+    "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory | vs lax.scan "
+    "| compile (s) | vs lax.scan | |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+)
+
+
+def format_bytes(count: int) -> str:
+    """`count` bytes in B, KiB, MiB or GiB, three significant digits or so."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return f"{count / size:.2f} {unit}"
+    return f"{count} B"
+
+
+@dataclass
+class Row:
+    """One configuration as measured: its label, numbers, or the reason it has none."""
+
+    label: str
+    candidate: Candidate | None = None
+    compile_s: float | None = None
+    temp_bytes: int | None = None
+    timing: Timing | None = None
+    error: str | None = None
+    note: str = ""
+
+    def cells(self, baseline: Row) -> str:
+        """The row of the table, with ratios to `baseline` (lax.scan at every site)."""
+        if self.error is not None:
+            return f"| {self.label} | {self.error} | | | | | | | {self.note} |"
+        ratio = lambda a, b, fmt: "n/a" if a is None or not b else format(a / b, fmt)
+        timing, base = self.timing, baseline.timing
+        mib = "n/a" if self.temp_bytes is None else format_bytes(self.temp_bytes)
+        return " | ".join([
+            f"| {self.label}",
+            ratio(timing.median, base.median, ".2f") if timing and base else "n/a",
+            f"{timing.median * 1e3:.2f}" if timing else "n/a",
+            f"±{timing.noise / timing.median:.0%}" if timing and timing.median else "n/a",
+            mib,
+            ratio(self.temp_bytes, baseline.temp_bytes, ".2f"),
+            "n/a" if self.compile_s is None else f"{self.compile_s:.2f}",
+            ratio(self.compile_s, baseline.compile_s, ".2f"),
+            f"{self.note} |",
+        ])
+
+
+@dataclass
+class SiteReport:
+    """The candidates measured at one site, the others held fixed, and the pick."""
+
+    site: Site
+    #: `"scan"` or `"eqxi_scan"`.
+    kind: str
+    #: The settings the call wrote (`unroll`, and `checkpoint` for `scan`).
+    written: dict[str, Any]
+    #: lax.scan at every site, timed in the same interleaved rounds as `rows`.
+    baseline: Row
+    rows: list[Row]
+    pick: Candidate | None
+    reason: str
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether no candidate fitted the memory budget (the pick is the least memory)."""
+        return self.reason.startswith(OVER_BUDGET)
+
+    def table(self, name: Callable[[Site], str] = str) -> str:
+        heading = (
+            f"{name(self.site)} ({self.kind}, written unroll={self.written.get('unroll')!r}): "
+            + (f"pick {self.pick} ({self.reason})" if self.pick else f"no pick ({self.reason})")
+        )
+        lines = [heading, HEADER.format(what="candidate"), self.baseline.cells(self.baseline)]
+        lines += [row.cells(self.baseline) for row in self.rows]
+        return "\n".join(lines)
+
+
+@dataclass
+class TuneReport:
+    """The result of `scanrewrite.tune`: a table per site, the whole program, the picks.
+
+    `str(report)` (or `report.table()`) is the printable table. `picks` maps each site to
+    the chosen `Candidate`; `unroll_picks` to its `unroll` alone, which is what the
+    write-back sets.
+    """
+
+    sites: list[SiteReport]
+    #: The whole program: lax.scan at every site, as written, and every site at its pick,
+    #: timed together in one interleaved run.
+    whole: list[Row]
+    budget: Budget | None = None
+    #: The budget in bytes (a fraction is taken of lax.scan's temp memory).
+    limit: int | None = None
+    repeats: int = 0
+    warmup: int = 0
+    #: The device and jax version measured on.
+    device: str = ""
+    #: (site, `candidate: reason`) for each candidate that failed to compile or run.
+    errors: list[tuple[Site, str]] = field(default_factory=list)
+
+    @property
+    def picks(self) -> dict[Site, Candidate]:
+        return {site.site: site.pick for site in self.sites if site.pick is not None}
+
+    @property
+    def unroll_picks(self) -> dict[Site, int]:
+        return {site: candidate.unroll for site, candidate in self.picks.items()}
+
+    def table(self, name: Callable[[Site], str] = str) -> str:
+        """Every site's table, then the whole program's; sites named by `name(site)`."""
+        budget = ""
+        if self.budget is not None and self.limit is not None:
+            budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}"
+        parts = [
+            f"{self.device}; {self.repeats} timed repeats after {self.warmup} warm-up, interleaved; "
+            f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}"
+        ]
+        parts += [site.table(name) for site in self.sites]
+        baseline = self.whole[0]
+        whole = ["whole program, every site at its pick, measured together", HEADER.format(what="configuration")]
+        parts.append("\n".join(whole + [row.cells(baseline) for row in self.whole]))
+        return "\n\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.table()

@@ -1,0 +1,205 @@
+"""`tune`: measure each rewritten site's candidates with the others held fixed, and pick."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import jax
+
+from scanrewrite.runtime._override import Site
+from scanrewrite.tune._measure import BASELINE, Config, Program
+from scanrewrite.tune._report import Row, SiteReport, TuneReport
+from scanrewrite.tune._select import (
+    DEFAULT_KS,
+    Budget,
+    Candidate,
+    Option,
+    TuneError,
+    candidates,
+    choose,
+    parse_ks,
+    parse_policies,
+)
+
+
+class Progress(Protocol):
+    """Told the number of steps once, then each step as it ends (a compile or a timed round)."""
+
+    def begin(self, total: int) -> None: ...
+
+    def advance(self, label: str) -> None: ...
+
+
+class _Silent:
+    def begin(self, total: int) -> None:
+        pass
+
+    def advance(self, label: str) -> None:
+        pass
+
+
+def _written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
+    unroll = written.get("unroll")
+    return candidate.checkpoint is None and not isinstance(unroll, bool) and candidate.unroll == unroll
+
+
+def _config(settings: Mapping[Site, Candidate], written: Mapping[Site, Mapping[str, Any]]) -> Config:
+    """`settings` as a configuration: sorted, and without the sites left as written (so two
+    requests for the same program are one compile)."""
+    return tuple(sorted((site, c) for site, c in settings.items() if not _written(c, written[site])))
+
+
+def tune(
+    fn: Callable,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    checkpoints: str | Sequence[str] = (),
+    repeats: int = 10,
+    warmup: int = 1,
+    memory_budget: str | int | float | Budget | None = None,
+    progress: Progress | None = None,
+) -> TuneReport:
+    """Measure `unroll` (and optionally the checkpoint mode) at every rewritten call that
+    `fn(*args, **kwargs)` traces, on jax's default device, and pick one per call site.
+
+    **Arguments:**
+
+    - `fn`, `args`, `kwargs`: the function to tune and its arguments, e.g. a training step
+        returning loss and gradients. It is compiled whole with `jax.jit` for every
+        configuration; array leaves of the arguments are its inputs, other leaves are held fixed.
+    - `ks`: the chunk sizes to try at every site (the written `unroll` is always tried too).
+    - `checkpoints`: checkpoint modes to try besides the written one, at `scan` sites
+        (`eqxi_scan` has none): `"none"` (`checkpoint=False`), `"checkpoint"` (`True`), or names
+        of `jax.checkpoint_policies`; each is tried with every k.
+    - `repeats`: timed calls of each configuration, interleaved across the configurations
+        measured together, after `warmup` untimed calls of each.
+    - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
+        (`"2GiB"`, an int), or a fraction of lax.scan's (`"0.5x"`, `"50%"`).
+    - `progress`: told the number of steps, then each step (see `Progress`).
+
+    **Returns:**
+
+    A `TuneReport`. Every number is also given as a ratio to the same function with every site
+    run as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`), measured in the
+    same run. Sites are tuned one at a time, in the order first traced: the sites before hold
+    their picks, the sites after what they wrote. Each site's pick is the fastest candidate
+    (median step time) within the budget; among those within the measured noise of it, the
+    one with less temp memory. The picks are then measured once more together. A candidate
+    that fails to compile or run is reported in its row (and in `errors`) and not picked.
+
+    Raises `TuneError` if `fn` traces no rewritten call, or if the function fails as lax.scan.
+    """
+    progress = progress or _Silent()
+    ks = parse_ks(list(ks))
+    checkpoints = parse_policies(checkpoints)
+    budget = memory_budget if isinstance(memory_budget, (Budget, type(None))) else Budget.parse(memory_budget)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise TuneError(f"`repeats` must be a positive int, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise TuneError(f"`warmup` must be a non-negative int, got {warmup!r}")
+
+    program = Program(fn, args, kwargs or {})
+    try:
+        calls = program.sites()
+    except Exception as exc:
+        raise TuneError(f"the function fails when traced: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+    found = {site: call.settings for site, call in calls.items()}
+    if not found:
+        raise TuneError(
+            "the function traces no rewritten call (scanrewrite.runtime.scan or eqxi_scan); "
+            "rewrite its scans with `scanrewrite` first"
+        )
+    tried = {
+        site: candidates(
+            ks, checkpoints, written=settings.get("unroll"), has_checkpoint=calls[site].api == "scan"
+        )
+        for site, settings in found.items()
+    }
+    total = 2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats
+    progress.begin(total)
+
+    program.warm_up([BASELINE, ()])
+    baseline = program.compile(BASELINE)
+    progress.advance("lax.scan at every site")
+    if baseline.error is not None:
+        raise TuneError(f"the function with every site as lax.scan {baseline.error}")
+    program.compile(())
+    progress.advance("as written")
+    limit = budget.limit(baseline.temp_bytes) if budget else None
+    picks: dict[Site, Candidate] = {}
+    reports: dict[Site, SiteReport] = {}
+    errors: dict[Site, list[tuple[Site, str]]] = {}
+
+    def tune_site(site: Site, settings: Mapping[str, Any]) -> SiteReport:
+        """One site's round: each candidate compiled with the other sites held at their picks
+        (or as written), all timed interleaved with lax.scan at every site; the pick."""
+        held = {other: picks[other] for other in found if other != site and other in picks}
+        compiled = []
+        for candidate in tried[site]:
+            config = _config({**held, site: candidate}, found)
+            compiled.append((candidate, program.compile(config)))
+            progress.advance(f"{os.path.basename(site.path)}:{site.line} {candidate}")
+        ok = [result for _, result in compiled if result.error is None]
+        timings = program.time(
+            [baseline, *ok], repeats, warmup,
+            lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}"),
+        )
+        if isinstance(timings[0], str):
+            raise TuneError(f"the function with every site as lax.scan {timings[0]}")
+        timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
+        rows, options, errors[site] = [], [], []
+        for candidate, result in compiled:
+            timing = timing_of.get(id(result))
+            error = result.error or (timing if isinstance(timing, str) else None)
+            if error is not None:
+                errors[site].append((site, f"{candidate}: {error}"))
+                timing = None
+            row = Row(str(candidate), candidate, result.compile_s, result.temp_bytes, timing, error)
+            if _written(candidate, settings):
+                row.label += " (written)"
+            if error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
+                row.note = "over budget"
+            rows.append(row)
+            options.append(Option(candidate, timing, result.temp_bytes, error))
+        chosen, reason = choose(options, limit)
+        if chosen is not None:
+            picks[site] = chosen.candidate
+            rows[options.index(chosen)].note = "pick"
+        base_row = Row("lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0])
+        program.forget([BASELINE, (), _config(picks, found)])
+        return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
+
+    for site, settings in found.items():
+        reports[site] = tune_site(site, settings)
+    # A site tuned early was held to the budget with the sites after it still as written; if
+    # nothing fitted then, it took the least memory. Now that every site has its pick, it is
+    # tuned once more (configurations already compiled are not compiled again).
+    again = [site for site, report in reports.items() if report.over_budget and len(found) > 1]
+    if again:
+        progress.begin(total + sum(len(tried[site]) + repeats for site in again))
+    for site in again:
+        reports[site] = tune_site(site, found[site])
+        reports[site].reason += "; tuned again with every other site at its pick"
+    errors_flat = [error for site in found for error in errors[site]]
+
+    final = _config(picks, found)
+    whole_configs = [BASELINE, ()] + ([final] if final != () else [])
+    entries = [program.compile(config) for config in whole_configs]
+    timings = program.time(entries, repeats, warmup, lambda: progress.advance("whole program"))
+    labels = ["lax.scan at every site", "as written", "every site at its pick"]
+    if final == ():
+        labels[1] = "as written = every site at its pick"
+    whole = []
+    for label, result, timing in zip(labels, entries, timings):
+        error = result.error or (timing if isinstance(timing, str) else None)
+        whole.append(Row(label, None, result.compile_s, result.temp_bytes,
+                         None if error else timing, error))
+    device = jax.devices()[0]
+    return TuneReport(
+        list(reports.values()), whole, budget, limit, repeats, warmup,
+        f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
+    )

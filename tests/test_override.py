@@ -1,0 +1,279 @@
+"""`scanrewrite.runtime.override` and `record_sites`: settings by call site, at trace time.
+
+An override must reach the compiled program: a jitted function traced before the override is
+traced again under it (counted), the compiled temp memory follows the overridden `unroll`, and
+`ORIGINAL` computes what `jax.lax.scan` / `equinox.internal.scan` compute (compared leaf by
+leaf, with a wrong variant rejected).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import pytest
+
+import scanrewrite.runtime
+from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._compat import make_user_context
+from scanrewrite.runtime._override import Call, resolve
+from tests.treecheck import assert_trees_close
+
+HERE = os.path.realpath(__file__)
+N = 12
+TOL = dict(rtol=2e-5, atol=2e-5)
+
+
+def counting_step():
+    traces = []
+
+    def step(h, x):
+        traces.append(None)
+        return jnp.tanh(h @ x + 0.5), h
+
+    return step, traces
+
+
+def line_of(marker: str) -> int:
+    """The line in this file whose source ends with `# <marker>`."""
+    with open(HERE) as file:
+        for number, text in enumerate(file, 1):
+            if text.rstrip().endswith(f"# {marker}") and "line_of" not in text:
+                return number
+    raise AssertionError(marker)
+
+
+def two_sites(step):
+    """A function with two rewritten calls: site A (unroll=1) then site B (unroll=2)."""
+
+    def fn(h, xs):
+        h, ys = scanrewrite.runtime.scan(step, h, xs, unroll=1)  # site A
+        h, zs = scanrewrite.runtime.scan(step, h, xs + ys, unroll=2)  # site B
+        return jnp.sum(h) + jnp.sum(zs)
+
+    return fn
+
+
+def inputs():
+    """A 16x16 carry, so that each step's residuals (and what checkpointing saves) show in the
+    compiled memory."""
+    return jnp.ones((16, 16)) * 0.1, jnp.linspace(0.5, 1.5, N)[:, None, None] * jnp.eye(16) / 4
+
+
+def site(marker: str) -> Site:
+    return Site(HERE, line_of(marker))
+
+
+def temp_bytes(fn, *args) -> int:
+    return jax.jit(jax.grad(fn)).lower(*args).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_a_jitted_function_traced_before_is_traced_again_under_an_override():
+    step, traces = counting_step()
+    fn = jax.jit(two_sites(step))
+    args = inputs()
+    fn(*args)
+    before = len(traces)
+    fn(*args)
+    assert len(traces) == before  # cached without an override
+    with override(unroll=4):
+        fn(*args)
+        assert len(traces) > before  # not the old compilation
+        during = len(traces)
+        fn(*args)
+        assert len(traces) == during  # cached under the same override
+    fn(*args)
+    # Where jax has no user context in its cache key, leaving an override clears jax's caches.
+    assert len(traces) == (during if make_user_context is not None else during + before)
+    with override(unroll=3):
+        fn(*args)
+    assert len(traces) > during
+
+
+def test_an_override_changes_the_compiled_memory_at_the_named_site_only():
+    step, _ = counting_step()
+    fn = two_sites(step)
+    args = inputs()
+    plain = temp_bytes(fn, *args)
+    with override(unroll=4):
+        everywhere = temp_bytes(fn, *args)
+    with override(unroll=4, sites=[site("site A")]):
+        one = temp_bytes(fn, *args)
+    with override(unroll=4, sites=[f"{os.path.relpath(HERE)}:{line_of('site B')}"]):
+        other = temp_bytes(fn, *args)
+    with override(unroll=4, sites=[Site(HERE, 1)]):
+        nowhere = temp_bytes(fn, *args)
+    with override(unroll=ORIGINAL):
+        original = temp_bytes(fn, *args)
+    assert nowhere == plain
+    assert len({plain, everywhere, one, other}) == 4, (plain, everywhere, one, other)
+    assert original > plain  # lax.scan keeps every step's residuals
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "expected"),
+    [
+        pytest.param(dict(unroll=4), dict(unroll=2), {"A": (2, True), "B": (2, True)}, id="inner-wins"),
+        pytest.param(
+            dict(unroll=4), dict(unroll=3, sites=["A"]), {"A": (3, True), "B": (4, True)}, id="inner-named-site"
+        ),
+        pytest.param(
+            dict(checkpoint=False), dict(unroll=3), {"A": (3, False), "B": (3, False)}, id="settings-combine"
+        ),
+        pytest.param(
+            dict(unroll=ORIGINAL, sites=["B"]), dict(unroll=5, sites=["A"]), {"A": (5, True), "B": (ORIGINAL, True)},
+            id="original-at-one-site",
+        ),
+    ],
+)
+def test_overrides_nest(outer, inner, expected):
+    names = {"A": site("site A"), "B": site("site B")}
+    name = lambda kw: {**kw, "sites": [names[s] for s in kw["sites"]]} if "sites" in kw else kw
+    with override(**name(outer)), override(**name(inner)):
+        for key, (unroll, checkpoint) in expected.items():
+            assert resolve(names[key], unroll=1, checkpoint=True) == {"unroll": unroll, "checkpoint": checkpoint}
+    assert resolve(names["A"], unroll=1, checkpoint=True) == {"unroll": 1, "checkpoint": True}
+
+
+def test_eqxi_scan_calls_ignore_a_checkpoint_override():
+    with override(checkpoint=False, unroll=3):
+        assert resolve(site("site A"), unroll=1) == {"unroll": 3}
+
+
+def test_record_sites_finds_the_calls_of_a_function_compiled_before():
+    step, _ = counting_step()
+    fn = jax.jit(two_sites(step))
+    args = inputs()
+    fn(*args)
+    with record_sites() as found:
+        fn(*args)
+    assert found == {
+        site("site A"): Call("scan", {"unroll": 1, "checkpoint": True, "levels": 1}),
+        site("site B"): Call("scan", {"unroll": 2, "checkpoint": True, "levels": 1}),
+    }
+    assert list(found) == [site("site A"), site("site B")]
+    with record_sites() as nothing:
+        jax.jit(lambda x: x + 1)(1.0)
+    assert nothing == {}
+
+
+@pytest.mark.parametrize("jit", [pytest.param(False, id="eager"), pytest.param(True, id="jit")])
+def test_original_computes_what_lax_scan_computes(jit):
+    step, _ = counting_step()
+    fn = two_sites(step)
+    args = inputs()
+
+    def reference(h, xs):
+        h, ys = jax.lax.scan(step, h, xs)
+        h, zs = jax.lax.scan(step, h, xs + ys)
+        return jnp.sum(h) + jnp.sum(zs)
+
+    def wrong(h, xs):  # the second scan reversed: must be rejected
+        h, ys = jax.lax.scan(step, h, xs)
+        h, zs = jax.lax.scan(step, h, xs + ys, reverse=True)
+        return jnp.sum(h) + jnp.sum(zs)
+
+    grad = lambda f: jax.jit(jax.value_and_grad(f)) if jit else jax.value_and_grad(f)
+    with override(unroll=ORIGINAL):
+        got = grad(fn)(*args)
+        jaxpr = str(jax.make_jaxpr(fn)(*args))
+    assert "checkpoint" not in jaxpr and "remat" not in jaxpr and jaxpr.count("scan[") == 2
+    assert assert_trees_close(got, grad(reference)(*args), **TOL) == 2
+    with pytest.raises(AssertionError):
+        assert_trees_close(got, grad(wrong)(*args), **TOL)
+
+
+def test_original_for_eqxi_scan_is_equinox_scan():
+    def step(h, x):
+        return jnp.sin(h) + x, h
+
+    def fn(h, xs):
+        return scanrewrite.runtime.eqxi_scan(step, h, xs, kind="checkpointed", checkpoints="all", unroll=3)
+
+    def reference(h, xs):
+        return eqxi.scan(step, h, xs, kind="checkpointed", checkpoints="all")
+
+    args = inputs()
+    loss = lambda f: jax.jit(jax.grad(lambda h, xs: jnp.sum(f(h, xs)[1])))
+    with override(unroll=ORIGINAL):
+        jaxpr = str(jax.make_jaxpr(fn)(*args))
+        got = loss(fn)(*args)
+    with override(unroll=3):
+        chunked = str(jax.make_jaxpr(fn)(*args))
+    assert jaxpr != chunked
+    # Older equinox prints the functions in its jaxpr with their addresses.
+    addresses = lambda text: re.sub(r"0x[0-9a-f]+", "0x", text)
+    assert addresses(jaxpr) == addresses(str(jax.make_jaxpr(reference)(*args)))
+    assert assert_trees_close(got, loss(reference)(*args), **TOL) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({}, "needs `unroll` or `checkpoint`", id="nothing"),
+        pytest.param(dict(unroll=-1), "`unroll` must be", id="negative-unroll"),
+        pytest.param(dict(unroll="4"), "`unroll` must be", id="str-unroll"),
+        pytest.param(dict(checkpoint="dots"), "`checkpoint` must be", id="str-checkpoint"),
+        pytest.param(dict(unroll=2, sites=["model.py"]), "'path:line'", id="site-without-line"),
+        pytest.param(dict(unroll=2, sites=[("model.py", "3")]), "line must be an int", id="site-str-line"),
+        pytest.param(dict(unroll=2, sites=[3]), "a site is", id="site-int"),
+    ],
+)
+def test_bad_overrides_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        with override(**kwargs):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param("a/b.py:12", Site(os.path.realpath("a/b.py"), 12), id="relative-str"),
+        pytest.param(("/x/y.py", 3), Site(os.path.realpath("/x/y.py"), 3), id="pair"),
+        pytest.param(Site("/x/y.py", 3), Site(os.path.realpath("/x/y.py"), 3), id="site"),
+        pytest.param("C:/x.py:7", Site(os.path.realpath("C:/x.py"), 7), id="colon-in-path"),
+    ],
+)
+def test_sites_are_absolute(given, expected):
+    assert Site.parse(given) == expected
+    assert str(expected) == f"{expected.path}:{expected.line}"
+
+
+def test_a_single_site_may_be_given_without_a_list():
+    with override(unroll=7, sites=str(site("site B"))):
+        assert resolve(site("site B"), unroll=1)["unroll"] == 7
+        assert resolve(site("site A"), unroll=1)["unroll"] == 1
+
+
+def test_override_state_is_left_when_the_block_raises():
+    with pytest.raises(KeyError):
+        with override(unroll=5):
+            raise KeyError
+    assert resolve(site("site A"), unroll=1) == {"unroll": 1}
+    assert sys.modules["scanrewrite.runtime._override"]._recorders == []
+
+
+def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(monkeypatch):
+    """The path taken on a jax older than `jax.make_user_context` (0.4.38 is the floor this
+    degrades on): still correct, by clearing jax's caches, with a warning."""
+    module = sys.modules["scanrewrite.runtime._override"]
+    monkeypatch.setattr(module, "_STATE", None)
+    monkeypatch.setattr(module, "_warned", False)
+    step, traces = counting_step()
+    fn = jax.jit(two_sites(step))
+    args = inputs()
+    fn(*args)
+    before = len(traces)
+    with pytest.warns(RuntimeWarning, match="clear jax's caches"):
+        with override(unroll=4, sites=[site("site A")]):
+            assert resolve(site("site A"), unroll=1) == {"unroll": 4}
+            fn(*args)
+    assert len(traces) > before
+    assert resolve(site("site A"), unroll=1) == {"unroll": 1}
+    with record_sites() as found:
+        fn(*args)
+    assert list(found) == [site("site A"), site("site B")]

@@ -1,0 +1,132 @@
+"""The tuner's choice, budget and candidates as plain data: no jax, nothing compiled."""
+
+from __future__ import annotations
+
+import pytest
+
+from scanrewrite.tune._select import (
+    OVER_BUDGET,
+    Budget,
+    Candidate,
+    Option,
+    Timing,
+    TuneError,
+    candidates,
+    choose,
+    parse_ks,
+    parse_policies,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("2GiB", Budget(bytes=2 * 2**30), id="gib"),
+        pytest.param("500MB", Budget(bytes=500 * 10**6), id="mb"),
+        pytest.param("1.5 mib", Budget(bytes=int(1.5 * 2**20)), id="fractional-mib"),
+        pytest.param("123456", Budget(bytes=123456), id="bytes-str"),
+        pytest.param(4096, Budget(bytes=4096), id="bytes-int"),
+        pytest.param("0.5x", Budget(fraction=0.5), id="fraction-x"),
+        pytest.param("50%", Budget(fraction=0.5), id="percent"),
+        pytest.param(None, None, id="none"),
+    ],
+)
+def test_budget_parse(text, expected):
+    assert Budget.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("lots", id="word"),
+        pytest.param("2 parsecs", id="unit"),
+        pytest.param("0x", id="zero"),
+        pytest.param("-1GiB", id="negative"),
+        pytest.param(True, id="bool"),
+    ],
+)
+def test_budget_parse_rejects(text):
+    with pytest.raises(TuneError, match="memory budget"):
+        Budget.parse(text)
+
+
+def test_budget_limit():
+    assert Budget(fraction=0.5).limit(1000) == 500
+    assert Budget(fraction=0.5).limit(None) is None
+    assert Budget(bytes=10).limit(1000) == 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param(
+            dict(written=4, has_checkpoint=True), ["k=1", "k=2", "k=4"], id="written-among-ks"
+        ),
+        pytest.param(dict(written=3, has_checkpoint=True), ["k=1", "k=2", "k=4", "k=3"], id="written-added"),
+        pytest.param(dict(written=True, has_checkpoint=True), ["k=1", "k=2", "k=4"], id="written-bool-not-added"),
+    ],
+)
+def test_candidates(kwargs, expected):
+    assert [str(c) for c in candidates([1, 2, 4, 2], (), **kwargs)] == expected
+
+
+def test_candidates_with_checkpoint_modes_only_where_the_call_takes_checkpoint():
+    scan = candidates([1, 2], ("none", "dots_saveable"), written=1, has_checkpoint=True)
+    assert [str(c) for c in scan] == [
+        "k=1", "k=2", "k=1, checkpoint=False", "k=2, checkpoint=False", "k=1, dots_saveable", "k=2, dots_saveable",
+    ]
+    eqxi = candidates([1, 2], ("none",), written=1, has_checkpoint=False)
+    assert eqxi == [Candidate(1), Candidate(2)]
+
+
+def test_parse_policies_and_ks():
+    assert parse_policies("none, checkpoint,dots_saveable,") == ("none", "checkpoint", "dots_saveable")
+    assert parse_policies("") == ()
+    with pytest.raises(TuneError, match="unknown checkpoint mode 'dots'"):
+        parse_policies("dots")
+    assert parse_ks([4, 1, 4]) == (4, 1)
+    with pytest.raises(TuneError, match="positive int"):
+        parse_ks([0])
+
+
+def option(k: int, times: tuple[float, ...], temp: int | None, error: str | None = None) -> Option:
+    return Option(Candidate(k), None if error else Timing(times), temp, error)
+
+
+@pytest.mark.parametrize(
+    ("options", "limit", "pick", "reason"),
+    [
+        pytest.param([option(1, (2.0,), 10), option(2, (1.0,), 20)], None, 2, "fastest", id="fastest"),
+        pytest.param(
+            [option(1, (2.0,), 10), option(2, (1.0,), 20)], 15, 1, "fastest within the memory budget", id="budget"
+        ),
+        pytest.param(
+            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(2, (1.0, 1.1, 1.15, 1.2), 20)], None, 1,
+            "less memory than k=2 at the same speed within noise", id="tie-within-noise-less-memory",
+        ),
+        pytest.param(
+            [option(1, (2.0, 2.0, 2.0), 10), option(2, (1.0, 1.0, 1.0), 20)], None, 2, "fastest",
+            id="no-noise-no-tie",
+        ),
+        pytest.param([option(1, (1.0,), 30), option(2, (2.0,), 20)], 5, 2, OVER_BUDGET, id="nothing-fits"),
+        pytest.param(
+            [option(1, (), None, "failed to compile: boom"), option(2, (2.0,), 20)], None, 2, "fastest",
+            id="failed-skipped",
+        ),
+    ],
+)
+def test_choose(options, limit, pick, reason):
+    chosen, why = choose(options, limit)
+    assert chosen.candidate.unroll == pick
+    assert why == reason
+
+
+def test_choose_with_nothing_that_ran():
+    assert choose([option(1, (), None, "failed to compile: x")], None) == (None, "no candidate ran")
+
+
+def test_timing_noise_is_half_the_interquartile_range():
+    assert Timing((1.0,)).noise == 0.0
+    assert Timing((1.0, 3.0)).noise == pytest.approx(0.5)
+    assert Timing((1.0, 2.0, 3.0, 4.0, 100.0)).noise == pytest.approx(1.0)
+    assert Timing((3.0, 1.0, 2.0)).median == 2.0
