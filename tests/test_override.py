@@ -152,8 +152,8 @@ def test_record_sites_finds_the_calls_of_a_function_compiled_before():
     with record_sites() as found:
         fn(*args)
     assert found == {
-        site("site A"): Call("scan", {"unroll": 1, "checkpoint": True}),
-        site("site B"): Call("scan", {"unroll": 2, "checkpoint": True}),
+        site("site A"): Call("scan", {"unroll": 1, "checkpoint": True, "levels": 1}),
+        site("site B"): Call("scan", {"unroll": 2, "checkpoint": True, "levels": 1}),
     }
     assert list(found) == [site("site A"), site("site B")]
     with record_sites() as nothing:

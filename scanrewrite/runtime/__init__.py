@@ -9,6 +9,7 @@ inner loop instead: see `_chunks.layout`.) Each chunk is wrapped in `jax.checkpo
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
+For long scans, `levels` nests the checkpointing (blocks of chunks; see `_levels`).
 
 Each call is staged as one compiled unit, cached weakly on `f` (`_staging`), so it costs what
 `jax.lax.scan` costs outside `jit` too; its settings are resolved per call site (`_override`).
@@ -22,7 +23,7 @@ from typing import Any, Literal, TypeVar
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime import _chunks, _override, _staging
+from scanrewrite.runtime import _chunks, _levels, _override, _staging
 from scanrewrite.runtime._compat import lax_unroll
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
@@ -42,10 +43,12 @@ def _settings_key(settings: dict[str, Any]) -> tuple:
 def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     """`scan` with its settings resolved for the call site."""
     unroll, checkpoint = settings["unroll"], settings["checkpoint"]
+    levels = settings.get("levels", 1)  # eqxi_scan(kind="lax") has no `levels`
     if unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return jax.lax.scan(f, init, xs, length, reverse, 1, _split_transpose)
     check_unroll(unroll)
     check_checkpoint(checkpoint)
+    _levels.check(levels)
     n = scan_length(xs, length)
     if n == 0:
         return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
@@ -53,8 +56,14 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
 
     def build(get_f):
         def run(init, xs):
+            def loop(body, carry, looped_xs, count):
+                return jax.lax.scan(body, carry, looped_xs, count, reverse, 1, _split_transpose)
+
             def outer(chunk, carry, chunked_xs, chunks):
-                return jax.lax.scan(chunk, carry, chunked_xs, chunks, reverse, 1, _split_transpose)
+                levels_here = _levels.resolve(levels, chunks)
+                # Blocks keep only their input carry, whatever the chunks' policy saves.
+                block_wrapper = _chunks.wrapper(checkpoint is not False, prevent_cse=False)
+                return _levels.nested(loop, chunk, carry, chunked_xs, chunks, levels_here, reverse, block_wrapper)
 
             if layout.rolled_chunk and checkpoint is False:
                 # Rolled and not checkpointed, chunks only nest loops, and XLA:CPU then keeps
@@ -92,6 +101,7 @@ def scan(
     _split_transpose: bool = False,
     *,
     checkpoint: bool | Callable[..., Any] = True,
+    levels: int | Literal["auto"] = 1,
 ) -> tuple[_Carry, _Y]:
     """As `jax.lax.scan`, computed as checkpointed chunks of `unroll` straight-line steps.
 
@@ -106,6 +116,15 @@ def scan(
         such as `jax.checkpoint_policies.dots_saveable` is passed to
         `jax.checkpoint(policy=...)`. `False` does not checkpoint at all: the result is then an
         unrolled scan with every step's residuals saved, as `jax.lax.scan(unroll=k)`.
+    - `levels`: nested checkpointing for long scans. `1`: one loop over the `N // k` chunks,
+        keeping `N // k` carries for the backward pass. `2`: the chunks are grouped into about
+        `sqrt(N / k)` blocks, each block in `jax.checkpoint` (without the policy: a block
+        keeps only its input carry), so the backward pass keeps about `2 sqrt(N / k)` carries
+        plus one chunk's residuals, for one more forward recomputation. `L`: the same, L deep,
+        about `L (N / k) ** (1 / L)` carries. A level that would hold fewer than two blocks is
+        not built (so a too large `levels` acts as the largest that N supports). `"auto"`: the
+        smallest level count that keeps at most 64 carries. With `checkpoint=False` nothing is
+        recomputed at any level. Part of the staging key, as every setting.
 
     **Returns:**
 
@@ -118,7 +137,7 @@ def scan(
     weakly typed leaves; fewer on CPU, where the steps stay rolled), so compile time grows
     with k, not with N. Python side effects in `f` run once per trace.
     """
-    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint)
+    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
     return _scan(f, init, xs, length, reverse, _split_transpose, settings)

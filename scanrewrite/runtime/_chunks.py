@@ -100,7 +100,10 @@ def _promote_weak_init(f: Callable, init: Any, xs: Any) -> Any:
         jax.tree_util.tree_structure(init),
         [
             jax.lax.convert_element_type(leaf, jnp.result_type(leaf, out.dtype))
-            if getattr(typeof(leaf), "weak_type", False) and typeof(leaf).dtype != out.dtype
+            # Also when only weakness differs: every loop then sees the carry type f returns, so
+            # no loop (a leftover loop, a nested level) traces f again for a changed type.
+            if getattr(typeof(leaf), "weak_type", False)
+            and (typeof(leaf).dtype != out.dtype or not getattr(out, "weak_type", False))
             else leaf
             for leaf, out in zip(init_leaves, out_leaves)
         ],
