@@ -214,7 +214,7 @@ def test_original_for_eqxi_scan_is_equinox_scan():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({}, "needs `unroll` or `checkpoint`", id="nothing"),
+        pytest.param({}, "needs `unroll`, `checkpoint` or `levels`", id="nothing"),
         pytest.param(dict(unroll=-1), "`unroll` must be", id="negative-unroll"),
         pytest.param(dict(unroll="4"), "`unroll` must be", id="str-unroll"),
         pytest.param(dict(checkpoint="dots"), "`checkpoint` must be", id="str-checkpoint"),
@@ -277,3 +277,16 @@ def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(mon
     with record_sites() as found:
         fn(*args)
     assert list(found) == [site("site A"), site("site B")]
+
+
+def test_a_levels_override_reaches_the_program():
+    def fn(h, xs):
+        return scanrewrite.runtime.scan(lambda c, x: (c + x, c), h, xs, unroll=1)
+
+    args = (jnp.zeros(()), jnp.arange(16.0))
+    plain = str(jax.make_jaxpr(fn)(*args))
+    with override(levels=2):
+        nested = str(jax.make_jaxpr(fn)(*args))
+        got = jax.jit(fn)(*args)
+    assert nested.count("scan[") > plain.count("scan[") >= 1
+    assert assert_trees_close(got, jax.lax.scan(lambda c, x: (c + x, c), *args), **TOL) == 2

@@ -31,9 +31,6 @@ def _signature_lists(fn):
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.qualified_name)
 def test_row_is_the_replacement_signature(target):
     positional, keyword_only = _signature_lists(_resolve(target.replacement))
-    if "levels" in target.keyword_only and "levels" not in keyword_only:
-        # The codemod writes `levels=` (issue 10) before this branch's runtime takes it.
-        pytest.xfail("scanrewrite.runtime.scan does not take `levels` yet")
     assert target.params == positional
     # Keyword-only parameters bind by name: their order does not matter.
     assert sorted(target.keyword_only) == sorted(keyword_only)

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from scanrewrite.runtime import _levels
 from scanrewrite.runtime._compat import make_user_context
 
 __all__ = ["ORIGINAL", "Call", "Site", "call_site", "override", "record_sites", "resolve"]
@@ -197,6 +198,7 @@ def override(
     *,
     unroll: Any = _UNSET,
     checkpoint: Any = _UNSET,
+    levels: Any = _UNSET,
     sites: None | Site | str | Iterable[Site | str | tuple[str, int]] = None,
 ) -> Iterator[None]:
     """Use other settings for rewritten calls traced (or run) inside this block.
@@ -207,6 +209,8 @@ def override(
         run each call as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`).
     - `checkpoint`: as `scanrewrite.runtime.scan`'s `checkpoint` (`True`, `False` or a
         policy). `eqxi_scan` takes no `checkpoint` and ignores it.
+    - `levels`: as `scanrewrite.runtime.scan`'s `levels` (an int >= 1 or `"auto"`).
+        `eqxi_scan` takes no `levels` and ignores it.
     - `sites`: `None` for every rewritten call; else the calls to override, each a `Site`, a
         `"path:line"` string or a `(path, line)` pair, where the line is the first line of the
         call (the line `scanrewrite` reports). Paths are compared as absolute paths with
@@ -233,8 +237,11 @@ def override(
     if checkpoint is not _UNSET:
         _check_checkpoint(checkpoint)
         settings.append(("checkpoint", checkpoint))
+    if levels is not _UNSET:
+        _levels.check(levels)
+        settings.append(("levels", levels))
     if not settings:
-        raise ValueError("override needs `unroll` or `checkpoint`")
+        raise ValueError("override needs `unroll`, `checkpoint` or `levels`")
     if sites is None:
         named = None
     elif isinstance(sites, (str, Site)):
