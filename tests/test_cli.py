@@ -39,15 +39,6 @@ BROKEN = "def broken(:\n    jax.lax.scan(step, 0, None, length=3)\n"
 SKIPPED = SCAN + "kept = jax.lax.scan(step, 0, None, length=3, **options)\n"
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project folder (with `.git`, as a root marker) that is the current folder."""
-    (tmp_path / ".git").mkdir()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    return tmp_path
-
-
 def write(root: Path, files: dict[str, str | bytes]) -> None:
     for name, content in files.items():
         path = root / name

@@ -9,7 +9,6 @@ import pytest
 
 from scanrewrite.codemod import rewrite
 from tests.test_cli import SCAN, invoke, write
-from tests.test_cli import project as project  # a fixture
 
 EQXI = """\
 import equinox.internal as eqxi

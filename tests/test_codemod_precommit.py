@@ -19,7 +19,7 @@ pytest.importorskip("pre_commit", reason="pre-commit is in the test extras")
 pytest.importorskip("ruff", reason="ruff is in the test extras")
 pytest.importorskip("isort", reason="isort is in the test extras")
 
-GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false")
+from tests.gitrepo import commit_all, git_repo  # noqa: E402 - after the skips
 
 CONFIG = f"""\
 repos:
@@ -94,16 +94,6 @@ def run(c, xs):
     return lax.scan(lambda c, x: (c + x, c), c, xs), lax.cond, os, mypkg
 ''',
 }
-
-
-def git_repo(path: Path) -> Path:
-    subprocess.run([*GIT, "init", "-q", str(path)], check=True)
-    return path
-
-
-def commit_all(repo: Path) -> None:
-    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*GIT, "commit", "-qm", "snapshot"], cwd=repo, check=True)
 
 
 def _pre_commit(repo: Path) -> subprocess.CompletedProcess[str]:

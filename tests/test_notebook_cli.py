@@ -14,15 +14,6 @@ from tests.test_cli import PLAIN, SCAN, invoke, rewritten, write
 from tests.test_notebook import make, sources
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project folder (with `.git`, as a root marker) that is the current folder."""
-    (tmp_path / ".git").mkdir()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    return tmp_path
-
-
 STEP = "def step(c, x):\n    return c + x, c"
 NOTEBOOK = make(
     ("markdown", "# Demo"),

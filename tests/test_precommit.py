@@ -15,21 +15,11 @@ from pathlib import Path
 
 import yaml
 
+from tests.gitrepo import commit_all, git_repo
 from tests.test_cli import SCAN, rewritten, write
 from tests.test_notebook import make, sources
 
 ROOT = Path(__file__).resolve().parents[1]
-GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false")
-
-
-def git_repo(path: Path) -> Path:
-    subprocess.run([*GIT, "init", "-q", str(path)], check=True)
-    return path
-
-
-def commit_all(repo: Path) -> None:
-    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*GIT, "commit", "-qm", "snapshot"], cwd=repo, check=True)
 
 
 def test_hooks_declare_what_the_issue_asks() -> None:
