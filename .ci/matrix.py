@@ -1,7 +1,7 @@
 """CI's version matrix: the tests that need jax on the floor, between and newest releases, and the
 command line's tests on every supported Python, each part in a virtual environment of its own.
 
-    python .ci/matrix.py            # every part, in the order of PARTS
+    python .ci/matrix.py            # every part, two at a time (SCANREWRITE_CI_WORKERS)
     python .ci/matrix.py floor      # or only the parts named
     python .ci/matrix.py --list     # the parts, without running anything
 
@@ -16,6 +16,7 @@ not on this machine is a skip, reported on stderr and in the summary, never a pa
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import glob
 import hashlib
@@ -24,10 +25,14 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKERS = int(os.environ.get("SCANREWRITE_CI_WORKERS", "2"))
+# One part's output at a time on the terminal.
+_output = threading.Lock()
 ENVS = ROOT / ".ci" / "envs"
 
 # The tests that import jax (the runtime, the fixtures executed, the table of APIs checked against
@@ -67,13 +72,14 @@ class Part:
     tests: tuple[str, ...]
 
 
+# Longest first, since they run two at a time.
 PARTS = (
+    Part("newest-3.13", "3.13", "newest", True, JAX_TESTS),
     Part("floor", "3.10", "lowest", True, JAX_TESTS),
-    Part("cli-3.10", "3.10", "lowest", False, CLI_TESTS),
     Part("between", "3.12", BETWEEN, True, JAX_TESTS),
+    Part("cli-3.10", "3.10", "lowest", False, CLI_TESTS),
     Part("cli-3.12", "3.12", "newest", False, CLI_TESTS),
     Part("cli-3.13", "3.13", "newest", False, CLI_TESTS),
-    Part("newest-3.13", "3.13", "newest", True, JAX_TESTS),
 )
 
 
@@ -209,13 +215,16 @@ def run_part(part: Part) -> str:
         log(f"FAIL {part.name}: no test files match {' '.join(part.tests)}")
         return "failed"
     pytest = [str(bin_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
-    code = subprocess.run(pytest, cwd=ROOT, env=env).returncode
+    # Parts run side by side: each one's output is kept and shown whole when it ends.
+    out = subprocess.run(pytest, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     end = time.monotonic()
-    result = "passed" if code == 0 else "failed"
-    log(
-        f"== {part.name}: {result} in {end - start:.0f} s "
-        f"(environment {installed - start:.0f} s, tests {end - installed:.0f} s)"
-    )
+    result = "passed" if out.returncode == 0 else "failed"
+    with _output:
+        print(out.stdout, end="", flush=True)
+        log(
+            f"== {part.name}: {result} in {end - start:.0f} s "
+            f"(environment {installed - start:.0f} s, tests {end - installed:.0f} s)"
+        )
     return result
 
 
@@ -229,7 +238,10 @@ def main(argv: list[str]) -> int:
     if unknown:
         log(f"error: unknown part(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
         return 2
-    results = {part.name: run_part(part) for part in PARTS if not argv or part.name in argv}
+    chosen = [part for part in PARTS if not argv or part.name in argv]
+    # Two parts at a time: CI has 2 cores, and a part is one pytest process.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = dict(zip((part.name for part in chosen), pool.map(run_part, chosen)))
     log("== matrix: " + ", ".join(f"{name} {result}" for name, result in results.items()))
     strict = os.environ.get("SCANREWRITE_CI_STRICT") == "1"
     return 1 if "failed" in results.values() or (strict and "skipped" in results.values()) else 0
