@@ -27,6 +27,7 @@ import scanrewrite.runtime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ut_scan  # the origin workload's block
+from _common import Progress, compile_with_costs
 
 D, T, BATCH = 8, 50, 16
 KS = (1, 3, 4)
@@ -52,20 +53,6 @@ def make_step(seed: int = 0) -> Callable:
         return (m, P), m
 
     return step
-
-
-class Progress:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, total: int):
-        self.total, self.done = total, 0
-
-    def step(self, what: str) -> None:
-        self.done += 1
-        bar = "#" * (30 * self.done // self.total)
-        print(f"\r[{bar:<30}] {self.done}/{self.total} {what[:40]:<40}", end="", file=sys.stderr, flush=True)
-        if self.done == self.total:
-            print(file=sys.stderr)
 
 
 def call_rows(args) -> tuple[dict, dict]:
@@ -123,9 +110,8 @@ def compile_times(args) -> dict[str, float]:
                 step = lambda h, _: (ut_scan.block(params, h), None)  # fresh: nothing cached
                 return jnp.mean(loop(step, h0) ** 2)
 
-            start = time.perf_counter()
-            jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(params, h0).compile()
-            result[name].append(time.perf_counter() - start)
+            _, seconds, _ = compile_with_costs(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, h0)
+            result[name].append(seconds)
             progress.step(f"compile {name}")
     return {name: statistics.median(values) for name, values in result.items()}
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
-import time
 from collections.abc import Callable
 
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-import numpy as np
+from _common import Progress, compile_with_costs, interleaved_times, max_rel_diff
 
 import scanrewrite.runtime
 from scanrewrite.runtime import _levels
@@ -51,50 +49,23 @@ def make_variants(ks: list[int]) -> dict[str, tuple[Callable, int | None, int | 
     return variants
 
 
-def progress(done: int, total: int, what: str) -> None:
-    width = 30
-    filled = width * done // total
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what[:40]:<40}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def max_rel_diff(actual, expected) -> float:
-    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
-    if np.isnan(a).any():
-        return math.inf
-    return float(np.max(np.abs(a - e)) / (np.max(np.abs(e)) + 1e-30))
-
-
-def measure(n: int, args, tick: Callable[[str], None]) -> list[str]:
+def measure(n: int, args, progress: Progress) -> list[str]:
     carry_shape = (args.carry // 128, 128)
     carry_bytes = 4 * math.prod(carry_shape)
     c0 = jax.random.normal(jax.random.PRNGKey(0), carry_shape)
     xs = jax.random.uniform(jax.random.PRNGKey(1), (n,), minval=0.5, maxval=1.5)
     compiled, rows = {}, {}
     for name, (scan_impl, k, levels) in make_variants(args.ks).items():
-        tick(f"N={n} compile {name}")
         grad = jax.grad(lambda c, xs, scan_impl=scan_impl: jnp.sum(scan_impl(step, c, xs)[0] ** 2))
-        start = time.perf_counter()
-        compiled[name] = jax.jit(grad).lower(c0, xs).compile()
-        rows[name] = {
-            "compile": time.perf_counter() - start,
-            "temp": compiled[name].memory_analysis().temp_size_in_bytes,
-            "k": k,
-            "levels": levels,
-        }
+        compiled[name], seconds, temp = compile_with_costs(jax.jit(grad), c0, xs)
+        rows[name] = {"compile": seconds, "temp": temp, "k": k, "levels": levels}
+        progress.step(f"N={n} compile {name}")
     reference = jax.block_until_ready(compiled["lax.scan"](c0, xs))
-    times = {name: [] for name in compiled}
     for name, fn in compiled.items():
         rows[name]["diff"] = max_rel_diff(jax.block_until_ready(fn(c0, xs)), reference)
-    # Interleaved, so load from other processes falls on every variant alike.
-    for repeat in range(args.repeats):
-        tick(f"N={n} timing, round {repeat + 1}/{args.repeats}")
-        for name, fn in compiled.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(c0, xs))
-            times[name].append(time.perf_counter() - start)
+    times = interleaved_times(
+        compiled, (c0, xs), args.repeats, lambda repeat: progress.step(f"N={n} timing, round {repeat + 1}")
+    )
     base = statistics.median(times["lax.scan"])
     base_temp = rows["lax.scan"]["temp"]
     lines = [
@@ -136,17 +107,9 @@ def main(argv=None) -> int:
         f"carry {args.carry} float32 ({4 * args.carry // 1024} KiB), ks={args.ks}, repeats={args.repeats}, "
         f"on {device.platform} ({device.device_kind}), jax {jax.__version__}\n"
     )
-    total = len(args.ns) * (len(make_variants(args.ks)) + args.repeats)
-    done = 0
-
-    def tick(what: str) -> None:
-        nonlocal done
-        progress(done, total, what)
-        done += 1
-
+    progress = Progress(len(args.ns) * (len(make_variants(args.ks)) + args.repeats))
     for n in args.ns:
-        print("\n".join(measure(n, args, tick)) + "\n", flush=True)
-    progress(total, total, "done")
+        print("\n".join(measure(n, args, progress)) + "\n", flush=True)
     return 0
 
 

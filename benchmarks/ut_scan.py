@@ -26,13 +26,12 @@ import argparse
 import functools
 import math
 import statistics
-import time
 from collections.abc import Callable
 
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-import numpy as np
+from _common import compile_with_costs, interleaved_times, max_rel_diff
 
 import scanrewrite.runtime
 
@@ -108,16 +107,6 @@ def make_variants(n: int, ks: list[int]) -> dict[str, Callable]:
     return variants
 
 
-def max_rel_diff(actual, expected) -> float:
-    worst = 0.0
-    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True):
-        a, e = np.asarray(a, np.float64), np.asarray(e, np.float64)
-        if np.isnan(a).any():
-            return math.inf
-        worst = max(worst, float(np.max(np.abs(a - e)) / (np.max(np.abs(e)) + 1e-30)))
-    return worst
-
-
 def run(args) -> str:
     key = jax.random.PRNGKey(0)
     params = init_params(key, args.width)
@@ -132,22 +121,12 @@ def run(args) -> str:
 
     compiled, rows = {}, {}
     for name, loop in make_variants(args.n, args.ks).items():
-        start = time.perf_counter()
-        compiled[name] = value_and_grad(loop).lower(params, h0).compile()
-        rows[name] = {
-            "compile": time.perf_counter() - start,
-            "temp": compiled[name].memory_analysis().temp_size_in_bytes,
-        }
+        compiled[name], seconds, temp = compile_with_costs(value_and_grad(loop), params, h0)
+        rows[name] = {"compile": seconds, "temp": temp}
     reference = jax.block_until_ready(compiled["lax.scan"](params, h0))
-    times = {name: [] for name in compiled}
     for name, fn in compiled.items():
         rows[name]["diff"] = max_rel_diff(jax.block_until_ready(fn(params, h0)), reference)
-    # Interleaved, so load from other processes falls on every variant alike.
-    for _ in range(args.repeats):
-        for name, fn in compiled.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(params, h0))
-            times[name].append(time.perf_counter() - start)
+    times = interleaved_times(compiled, (params, h0), args.repeats)
     base = statistics.median(times["lax.scan"])
     base_temp = rows["lax.scan"]["temp"]
     lines = [

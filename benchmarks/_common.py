@@ -1,0 +1,63 @@
+"""What the benchmarks share: a progress bar, compiling with its costs, interleaved timing, and
+the largest relative difference between two results."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+
+class Progress:
+    """A one-line progress bar on stderr, advanced once per finished step."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        bar = "#" * (30 * self.done // self.total)
+        print(f"\r[{bar:<30}] {self.done}/{self.total} {what[:40]:<40}", end="", file=sys.stderr, flush=True)
+        if self.done == self.total:
+            print(file=sys.stderr)
+
+
+def compile_with_costs(jitted: Callable, *args: Any) -> tuple[Any, float, int]:
+    """(the compiled function, seconds to lower and compile it, XLA's temp memory in bytes)."""
+    start = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    return compiled, time.perf_counter() - start, compiled.memory_analysis().temp_size_in_bytes
+
+
+def interleaved_times(
+    compiled: dict[str, Callable], args: tuple, repeats: int, after_round: Callable[[int], None] = lambda _: None
+) -> dict[str, list[float]]:
+    """Seconds of one call of each function, `repeats` rounds of all of them in turn.
+
+    Interleaved, so that load from other processes falls on every variant alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name in compiled}
+    for repeat in range(repeats):
+        for name, fn in compiled.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[name].append(time.perf_counter() - start)
+        after_round(repeat)
+    return times
+
+
+def max_rel_diff(actual: Any, expected: Any) -> float:
+    """The largest difference over the leaves of two pytrees, relative to each leaf's largest
+    expected magnitude; infinite if `actual` holds a NaN."""
+    worst = 0.0
+    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True):
+        a, e = np.asarray(a, np.float64), np.asarray(e, np.float64)
+        if np.isnan(a).any():
+            return math.inf
+        worst = max(worst, float(np.max(np.abs(a - e)) / (np.max(np.abs(e)) + 1e-30)))
+    return worst
