@@ -29,6 +29,7 @@ import jax
 
 from scanrewrite.runtime import _levels
 from scanrewrite.runtime._compat import make_user_context
+from scanrewrite.runtime._validate import check_checkpoint, check_unroll
 
 __all__ = ["ORIGINAL", "Call", "Site", "call_site", "override", "record_sites", "resolve"]
 
@@ -175,24 +176,6 @@ def _entered(state: _State) -> Iterator[None]:
 _UNSET: Any = object()
 
 
-def _check_unroll(unroll: Any) -> None:
-    if unroll is ORIGINAL or isinstance(unroll, bool):
-        return
-    try:
-        k = operator.index(unroll)
-    except TypeError:
-        k = -1
-    if k < 0:
-        raise ValueError(f"`unroll` must be ORIGINAL, a bool or a non-negative int, got {unroll!r}")
-
-
-def _check_checkpoint(checkpoint: Any) -> None:
-    if not (isinstance(checkpoint, bool) or callable(checkpoint)):
-        raise ValueError(
-            f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
-        )
-
-
 @contextlib.contextmanager
 def override(
     *,
@@ -208,7 +191,7 @@ def override(
     - `unroll`: steps per chunk, as `scanrewrite.runtime.scan`'s `unroll`; or `ORIGINAL`, to
         run each call as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`).
     - `checkpoint`: as `scanrewrite.runtime.scan`'s `checkpoint` (`True`, `False` or a
-        policy). `eqxi_scan` takes no `checkpoint` and ignores it.
+        policy). `eqxi_scan` uses it with `kind="lax"` only.
     - `levels`: as `scanrewrite.runtime.scan`'s `levels` (an int >= 1 or `"auto"`).
         `eqxi_scan` takes no `levels` and ignores it.
     - `sites`: `None` for every rewritten call; else the calls to override, each a `Site`, a
@@ -232,10 +215,11 @@ def override(
     """
     settings = []
     if unroll is not _UNSET:
-        _check_unroll(unroll)
+        if unroll is not ORIGINAL:
+            check_unroll(unroll, expected="ORIGINAL, a bool or a non-negative int")
         settings.append(("unroll", unroll))
     if checkpoint is not _UNSET:
-        _check_checkpoint(checkpoint)
+        check_checkpoint(checkpoint)
         settings.append(("checkpoint", checkpoint))
     if levels is not _UNSET:
         _levels.check(levels)
@@ -259,7 +243,7 @@ def record_sites() -> Iterator[dict[Site, Call]]:
 
     Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to a
     `Call`: the runtime function called there and the settings the call itself wrote
-    (`unroll`, `checkpoint`), before any override.
+    (`unroll`, `checkpoint`, and for `scan` `levels`), before any override.
     Jitted functions are traced again inside the block (it changes jax's jit cache key), so a
     function compiled earlier still reports its sites.
     """
@@ -276,7 +260,7 @@ def record_sites() -> Iterator[dict[Site, Call]]:
 def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
     """`settings` as the call wrote them, with any active override for `site` applied.
 
-    Only the settings the call passes are overridden (an `eqxi_scan` passes no `checkpoint`).
+    Only the settings the call passes are overridden (an `eqxi_scan` passes no `levels`).
     A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
     """
     if _recorders and site is not None:

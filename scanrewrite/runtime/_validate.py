@@ -52,15 +52,16 @@ def chunk_size(unroll: Any, n: int) -> int:
     return min(unroll, n)
 
 
-def check_unroll(unroll: Any) -> None:
+def check_unroll(unroll: Any, expected: str = "a bool or a non-negative int") -> None:
+    """Raise a `ValueError` saying `unroll` must be `expected` unless it is a bool or an int >= 0."""
     if isinstance(unroll, bool):
         return
     try:
         k = operator.index(unroll)
     except TypeError:
-        raise ValueError(f"`unroll` must be a bool or a non-negative int, got {unroll!r}") from None
+        k = -1
     if k < 0:
-        raise ValueError(f"`unroll` must be a bool or a non-negative int, got {unroll!r}")
+        raise ValueError(f"`unroll` must be {expected}, got {unroll!r}")
 
 
 def check_checkpoint(checkpoint: Any) -> None:
