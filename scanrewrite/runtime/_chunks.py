@@ -123,27 +123,48 @@ def chunked(
     steps_layout: Layout,
 ) -> tuple[Any, Any]:
     """Run `n > 0` steps as `n // k` chunks through `outer` plus the `n % k` leftover steps."""
-    chunks, rest = divmod(n, k)
-    # The remainder holds the highest indices forward and the lowest reversed, so it always
-    # runs after the chunks; the chunked part covers indices [lo, hi).
-    lo = rest if reverse else 0
-    hi = lo + chunks * k
-    tree_map = jax.tree_util.tree_map
+    chunks = n // k
     # Steps outside the outer loop must see jax arrays of canonical dtype, as in a loop body.
-    xs = tree_map(jnp.asarray, xs)
-
-    def split(a):
-        body = a if rest == 0 else a[lo:hi]
-        return body.reshape(chunks, k, *a.shape[1:])
-
+    xs = jax.tree_util.tree_map(jnp.asarray, xs)
     init = _promote_weak_init(f, init, xs)
     chunk = chunk_wrapper(_steps(f, k, reverse, steps_layout.rolled_chunk))
-    carry, ys = outer(chunk, init, tree_map(split, xs), chunks)
-    ys = tree_map(lambda y: y.reshape(chunks * k, *y.shape[2:]), ys)
+    leftover = remainder_wrapper(_steps(f, n % k, reverse, steps_layout.rolled_rest))
+    return in_blocks(
+        init, xs, n, k, reverse, lambda carry, chunked_xs: outer(chunk, carry, chunked_xs, chunks), leftover
+    )
+
+
+def in_blocks(
+    carry: Any,
+    xs: Any,
+    count: int,
+    size: int,
+    reverse: bool,
+    run_blocks: Callable[[Any, Any], tuple[Any, Any]],
+    run_rest: Callable[[Any, Any], tuple[Any, Any]],
+) -> tuple[Any, Any]:
+    """Run `count` units as `count // size` blocks of `size`, then the `count % size` left over.
+
+    `run_blocks(carry, blocked_xs)` gets every leaf of `xs` reshaped to `(blocks, size, ...)`
+    and returns per-block outputs of that shape; `run_rest(carry, rest_xs)` gets the leftover
+    units (only when there are any). The leftover units hold the highest indices, or with
+    `reverse` the lowest, so in a loop's direction they always run after the blocks. Returns
+    the final carry and the outputs stacked on a leading axis of `count`, in unit order.
+    """
+    blocks, rest = divmod(count, size)
+    tree_map = jax.tree_util.tree_map
+    # The blocks cover indices [lo, hi).
+    lo = rest if reverse else 0
+    hi = lo + blocks * size
+
+    def to_blocks(a):
+        return (a if rest == 0 else a[lo:hi]).reshape(blocks, size, *a.shape[1:])
+
+    carry, ys = run_blocks(carry, tree_map(to_blocks, xs))
+    ys = tree_map(lambda y: y.reshape(blocks * size, *y.shape[2:]), ys)
     if rest == 0:
         return carry, ys
-    xs_rest = tree_map(lambda a: a[:rest] if reverse else a[hi:], xs)
-    carry, ys_rest = remainder_wrapper(_steps(f, rest, reverse, steps_layout.rolled_rest))(carry, xs_rest)
+    carry, ys_rest = run_rest(carry, tree_map(lambda a: a[:lo] if reverse else a[hi:], xs))
     if reverse:
         return carry, tree_map(lambda r, y: jnp.concatenate([r, y]), ys_rest, ys)
     return carry, tree_map(lambda y, r: jnp.concatenate([y, r]), ys, ys_rest)

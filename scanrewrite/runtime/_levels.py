@@ -25,8 +25,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-import jax
-import jax.numpy as jnp
+from scanrewrite.runtime._chunks import in_blocks
 
 # `levels="auto"` picks the smallest level count whose backward pass keeps at most this many
 # carries (see `saved_carries`): a bound that does not grow with N, for one more forward
@@ -152,24 +151,18 @@ def nested(
     s = split(count, levels)
     if s is None:
         return loop(unit, carry, xs, count)
-    tree_map = jax.tree_util.tree_map
-    # Leftover units take the end that the loop reaches last, so they run after the blocks.
-    lo = s.rest if reverse else 0
-    hi = lo + s.blocks * s.size
 
     def block(carry, block_xs):
         return nested(loop, unit, carry, block_xs, s.size, s.inner, reverse, wrap_block)
 
-    def to_blocks(a):
-        return (a if s.rest == 0 else a[lo:hi]).reshape(s.blocks, s.size, *a.shape[1:])
-
-    carry, ys = loop(wrap_block(block), carry, tree_map(to_blocks, xs), s.blocks)
-    ys = tree_map(lambda y: y.reshape(s.blocks * s.size, *y.shape[2:]), ys)
-    if s.rest == 0:
-        return carry, ys
-    rest_xs = tree_map(lambda a: a[:lo] if reverse else a[hi:], xs)
-    # No checkpoint of their own: they are fewer than a block, and would keep no fewer carries.
-    carry, ys_rest = nested(loop, unit, carry, rest_xs, s.rest, s.inner, reverse, wrap_block)
-    if reverse:
-        return carry, tree_map(lambda r, y: jnp.concatenate([r, y]), ys_rest, ys)
-    return carry, tree_map(lambda y, r: jnp.concatenate([y, r]), ys, ys_rest)
+    # The leftover units get no checkpoint of their own: they are fewer than a block, and
+    # would keep no fewer carries.
+    return in_blocks(
+        carry,
+        xs,
+        count,
+        s.size,
+        reverse,
+        lambda carry, blocked_xs: loop(wrap_block(block), carry, blocked_xs, s.blocks),
+        lambda carry, rest_xs: nested(loop, unit, carry, rest_xs, s.rest, s.inner, reverse, wrap_block),
+    )
