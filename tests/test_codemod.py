@@ -219,7 +219,9 @@ PLACES = [
         """,
         """\
         import scanrewrite.runtime
-        y = scanrewrite.runtime.scan(lambda c, x: scanrewrite.runtime.scan(g, c, x, unroll=4), c, xs, unroll=4)
+        y = scanrewrite.runtime.scan(
+            lambda c, x: scanrewrite.runtime.scan(g, c, x, unroll=4), c, xs, unroll=4
+        )
         """,
         id="nested scan in a lambda",
     ),

@@ -540,7 +540,9 @@ PLACEMENT = [
         import jax.numpy as jnp
         import scanrewrite.runtime
 
-        y = scanrewrite.runtime.scan(f, jnp.zeros(2), xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable)
+        y = scanrewrite.runtime.scan(
+            f, jnp.zeros(2), xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable
+        )
         """,
         id="import jax for a policy, in order too",
     ),

@@ -14,6 +14,9 @@ PACKAGE = Path(scanrewrite.codemod.__file__).parent
 LAYERS = (
     "_parsing",
     "_arguments",
+    "_format_lines",
+    "_format_split",
+    "_layout",
     "_discovery",
     "_import_order",
     "_imports",

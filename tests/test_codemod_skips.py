@@ -417,7 +417,9 @@ CHECKPOINT = [
         """\
         import jax
         import scanrewrite.runtime
-        y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable)
+        y = scanrewrite.runtime.scan(
+            f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable
+        )
         """,
         id="policy keeps import jax in use",
     ),
@@ -434,7 +436,9 @@ CHECKPOINT = [
         import jax
         import jax.numpy as jnp
         import scanrewrite.runtime
-        y = scanrewrite.runtime.scan(f, jnp.zeros(2), xs, unroll=4, checkpoint=jax.checkpoint_policies.nothing_saveable)
+        y = scanrewrite.runtime.scan(
+            f, jnp.zeros(2), xs, unroll=4, checkpoint=jax.checkpoint_policies.nothing_saveable
+        )
         ''',
         id="policy adds import jax",
     ),
@@ -448,7 +452,9 @@ CHECKPOINT = [
         """\
         import jax.numpy
         import scanrewrite.runtime
-        y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.everything_saveable)
+        y = scanrewrite.runtime.scan(
+            f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.everything_saveable
+        )
         """,
         id="import jax.numpy binds jax",
     ),

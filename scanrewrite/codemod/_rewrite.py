@@ -16,8 +16,18 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
-from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
-from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
+from scanrewrite.codemod._discovery import (
+    Resolver,
+    Survey,
+    call_pragma,
+    may_rewrite,
+    read_pragmas,
+)
+from scanrewrite.codemod._imports import (
+    apply_scheduled_imports,
+    schedule_import_removal,
+)
+from scanrewrite.codemod._layout import may_relayout, relayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
@@ -73,6 +83,7 @@ def rewrite(
     checkpoint: str | None = None,
     levels: int | str | None = None,
     first_party: Collection[str] = (),
+    line_length: int | None = 88,
 ) -> RewriteResult:
     """Rewrite every recognised scan call in `source`.
 
@@ -85,14 +96,19 @@ def rewrite(
     its `Rewritten.note` says so). Any other option value raises `ValueError`.
     `first_party` are the top-level names of the user's own packages, which import
     sorters put after third-party ones such as the runtime: the added import goes where
-    they would put it. Source that cannot be decoded, parsed or reproduced byte for byte
-    raises `SourceError`. Everything that is not rewritten comes back byte for byte.
+    they would put it. `line_length` is the formatters' (ruff format, black): a statement
+    they leave as it is keeps their layout once its call is rewritten (see `_layout`);
+    None keeps the layout the call had. Source that cannot be decoded, parsed or
+    reproduced byte for byte raises `SourceError`. Everything that is not rewritten
+    comes back byte for byte.
     """
-    check_options(unroll, checkpoint, levels)
+    check_options(unroll, checkpoint, levels, line_length)
     parsed = Parsed.from_bytes(source)
     if not may_rewrite(source):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party)
+    rewriter = Rewriter(
+        unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party, line_length=line_length
+    )
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -103,10 +119,12 @@ def rewrite(
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def check_options(unroll: object, checkpoint: object, levels: object = None) -> None:
+def check_options(unroll: object, checkpoint: object, levels: object = None, line_length: object = None) -> None:
     """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
+    if line_length is not None and (isinstance(line_length, bool) or not isinstance(line_length, int) or line_length < 1):
+        raise ValueError(f"`line_length` must be a positive integer or None, got {line_length!r}")
     if levels not in (None, "auto") and (isinstance(levels, bool) or not isinstance(levels, int) or levels < 1):
         raise ValueError(f"`levels` must be a positive integer or 'auto', got {levels!r}")
     if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
@@ -134,11 +152,13 @@ class Rewriter:
         warn: Callable[[str], None] | None = None,
         levels: int | str | None = None,
         first_party: Collection[str] = (),
+        line_length: int | None = None,
     ) -> None:
         self.unroll = unroll
         self.checkpoint = checkpoint
         self.levels = levels
         self.first_party = first_party
+        self.line_length = line_length
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
@@ -156,7 +176,8 @@ class Rewriter:
         module = wrapper.module
         self._scopes = wrapper.resolve(ScopeProvider)
         self._resolver = resolver = Resolver(self._scopes, _BY_QUALIFIED_NAME)
-        comments = pragma_comments(module) if "scanrewrite" in module.code else []
+        code = module.code
+        comments = pragma_comments(module) if "scanrewrite" in code else []
         survey = Survey(resolver.resolve)
         module.visit(survey)
         self._lines = node_lines(module, {node for node, _ in (*comments, *survey.found)})
@@ -184,7 +205,8 @@ class Rewriter:
         if not calls:
             return module
         dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
-        replacer = _ReplaceCalls(calls)
+        line_length = self.line_length if self.line_length is not None and may_relayout(code) else None
+        replacer = _ReplaceCalls(calls, module, line_length)
         module = module.visit(replacer)
         return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
 
@@ -266,11 +288,19 @@ class Rewriter:
 
 
 class _ReplaceCalls(cst.CSTTransformer):
-    """Gives each planned call its replacement callee and appends its new arguments."""
+    """Gives each planned call its replacement callee and appends its new arguments; a
+    statement with a replaced call is laid out again for `line_length` (see `relayout`)."""
 
-    def __init__(self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]]) -> None:
+    def __init__(
+        self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]], module: cst.Module, line_length: int | None
+    ) -> None:
         super().__init__()
         self._calls = calls
+        self._module = module
+        self._line_length = line_length
+        self._indents: list[str] = []
+        self._replaced = 0
+        self._statement_start: list[int] = []
         self._top_level: dict[cst.CSTNode, int] = {}
         self._current: int | None = None
         #: The index in the module's body of the first statement with a replaced call;
@@ -285,10 +315,36 @@ class _ReplaceCalls(cst.CSTTransformer):
             self._current = self._top_level[node]
         return super().on_visit(node)
 
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        self._indents.pop()
+        return updated_node
+
+    def visit_Match(self, node: cst.Match) -> None:
+        # The `case` lines are indented in the `match` itself, not in a block.
+        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
+
+    def leave_Match(self, original_node: cst.Match, updated_node: cst.Match) -> cst.Match:
+        self._indents.pop()
+        return updated_node
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._statement_start.append(self._replaced)
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if self._statement_start.pop() == self._replaced or self._line_length is None:
+            return updated_node
+        return relayout(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         planned = self._calls.get(original_node)
         if planned is None:
             return updated_node
+        self._replaced += 1
         target, plan = planned
         if self.first_use is None:
             self.first_use = self._current

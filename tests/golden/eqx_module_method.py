@@ -23,7 +23,9 @@ class LinearRecurrentLayer(eqx.Module):
 
     def __call__(self, xs):
         h0 = jnp.zeros(self.log_decay.shape)
-        _, ys = scanrewrite.runtime.eqxi_scan(lambda h, x: self.step(h, x), h0, xs, kind="lax", unroll=4)
+        _, ys = scanrewrite.runtime.eqxi_scan(
+            lambda h, x: self.step(h, x), h0, xs, kind="lax", unroll=4
+        )
         return ys
 
 

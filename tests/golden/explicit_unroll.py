@@ -10,7 +10,9 @@ def leaky_integrator(leak, signal):
         v = (1 - leak) * v + leak * x
         return v, v
 
-    return scanrewrite.runtime.scan(step, jnp.zeros(signal.shape[1:]), signal, unroll=2)[1]
+    return scanrewrite.runtime.scan(
+        step, jnp.zeros(signal.shape[1:]), signal, unroll=2
+    )[1]
 
 
 def discounted_returns(gamma, rewards):
@@ -18,7 +20,9 @@ def discounted_returns(gamma, rewards):
         value = reward + gamma * future
         return value, value
 
-    _, returns = scanrewrite.runtime.scan(step, jnp.zeros(()), rewards, reverse=True, unroll=4)
+    _, returns = scanrewrite.runtime.scan(
+        step, jnp.zeros(()), rewards, reverse=True, unroll=4
+    )
     return returns
 
 

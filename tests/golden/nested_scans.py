@@ -25,7 +25,9 @@ def total_cost(gain, x0s, noises):
         cost = episode_cost(gain, x0, noise)
         return total + cost, cost
 
-    total, per_episode = scanrewrite.runtime.scan(episode, jnp.array(0.0), (x0s, noises), unroll=4)
+    total, per_episode = scanrewrite.runtime.scan(
+        episode, jnp.array(0.0), (x0s, noises), unroll=4
+    )
     return total, (total, per_episode)
 
 

@@ -43,7 +43,9 @@ def predict(params, xs):
         "steps": jnp.array(0, dtype=jnp.int32),
         "max_norm": jnp.array(0.0),
     }
-    return scanrewrite.runtime.scan(lambda carry, x: gru_step(params, carry, x), init, xs, unroll=4)
+    return scanrewrite.runtime.scan(
+        lambda carry, x: gru_step(params, carry, x), init, xs, unroll=4
+    )
 
 
 def loss_fn(params, xs, targets):
