@@ -27,6 +27,7 @@ from scanrewrite.files import (
     find_project_root,
     find_pyproject,
     first_party_names,
+    formatter_line_length,
     read_config,
 )
 from scanrewrite.mode import Mode, WriteBack
@@ -41,6 +42,7 @@ CONFIG_KEYS = {
     "no-checkpoint": "no_checkpoint",
     "policy": "policy",
     "levels": "levels",
+    "line-length": "line_length",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
     "force-exclude": "force_exclude",
@@ -171,6 +173,12 @@ def _write_stdout(data: bytes) -> None:
     help="Write levels=N (or levels=\"auto\") into every rewritten jax.lax.scan call: nested checkpointing "
     "(eqxi.scan calls get none).",
 )
+@click.option(
+    "--line-length",
+    type=click.IntRange(min=1),
+    help="The formatters' line length: a rewritten call that no longer fits is split as ruff format and "
+    "black split it [default: ruff's or black's line-length in the project's configuration, else 88].",
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout.")
 @click.option(
@@ -214,6 +222,7 @@ def main(
     no_checkpoint: bool,
     policy: str | None,
     levels: int | str | None,
+    line_length: int | None,
     check: bool,
     diff: bool,
     stdin_filename: str | None,
@@ -251,7 +260,7 @@ def main(
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
     # The added import goes where import sorters put it, before the project's own packages.
-    mode = replace(mode, first_party=first_party_names(root))
+    mode = replace(mode, first_party=first_party_names(root), line_length=line_length or formatter_line_length(root))
     if verbose:
         click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
     discovery = Discovery(

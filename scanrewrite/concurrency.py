@@ -33,6 +33,7 @@ def rewrite_options(mode: Mode) -> dict[str, object]:
         "checkpoint": mode.checkpoint,
         "levels": mode.levels,
         "first_party": mode.first_party,
+        "line_length": mode.line_length,
     }
 
 

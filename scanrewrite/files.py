@@ -108,6 +108,41 @@ def read_config(path: Path) -> dict[str, object]:
     return table
 
 
+#: The line length ruff format and black use when the project sets none.
+DEFAULT_LINE_LENGTH = 88
+
+
+def formatter_line_length(root: Path) -> int:
+    """The line length of the project's formatter, read from its files in `root`.
+
+    ruff reads `.ruff.toml`, else `ruff.toml`, else `[tool.ruff]` in `pyproject.toml`;
+    black reads `[tool.black]`. A ruff `[format]` table says ruff is the formatter;
+    otherwise black's setting wins over a ruff one (which may be there for the linter
+    only). A file that cannot be read counts as absent: this only lays out lines.
+    """
+    ruff_file = next((_toml(root / name) for name in (".ruff.toml", "ruff.toml") if (root / name).is_file()), None)
+    tool = (_toml(root / "pyproject.toml") or {}).get("tool", {})
+    ruff = ruff_file if ruff_file is not None else tool.get("ruff", {})
+    black = tool.get("black", {})
+    ruff_length, black_length = _length(ruff), _length(black)
+    if isinstance(ruff.get("format"), dict) or black_length is None:
+        return ruff_length or DEFAULT_LINE_LENGTH
+    return black_length
+
+
+def _toml(path: Path) -> dict | None:
+    try:
+        with open(path, "rb") as file:
+            return tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+
+
+def _length(table: object) -> int | None:
+    length = table.get("line-length", table.get("line_length")) if isinstance(table, dict) else None
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
 @dataclass(frozen=True)
 class Excludes:
     """Which paths discovery leaves out. Patterns are searched in the root-relative path,

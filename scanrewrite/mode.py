@@ -28,6 +28,9 @@ class Mode:
     #: The project's own top-level packages and modules, which import sorters call
     #: first-party: the added import goes before them (see `scanrewrite.codemod`).
     first_party: frozenset[str] = frozenset()
+    #: The formatters' line length: a rewritten call that no longer fits is laid out
+    #: as they would (see `scanrewrite.codemod.rewrite`).
+    line_length: int = 88
 
 
 class WriteBack(enum.Enum):

@@ -33,6 +33,8 @@ class Target:
     #: Those of them the original does not take: no call of the original passes them,
     #: not even through ``**kwargs``.
     added: tuple[str, ...] = ()
+    #: The parameter that takes the function run at every step.
+    body: str = "f"
 
 
 TARGETS: tuple[Target, ...] = (

@@ -18,6 +18,7 @@ LAYERS = (
     "_format_split",
     "_layout",
     "_discovery",
+    "_checkpoints",
     "_import_order",
     "_imports",
     "_rewrite",

@@ -47,6 +47,13 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             help="write levels=N (a positive integer) or levels='auto' into each rewritten "
             "jax.lax.scan call: nested checkpointing (default: none written)",
         )
+        arg_parser.add_argument(
+            "--line-length",
+            type=_positive_int,
+            default=88,
+            help="the formatters' line length: a rewritten call that no longer fits is split as "
+            "ruff format and black split it (default: 88)",
+        )
 
     def __init__(
         self,
@@ -54,12 +61,14 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         unroll: int = 4,
         checkpoint: str | None = None,
         levels: int | str | None = None,
+        line_length: int | None = 88,
     ) -> None:
         super().__init__(context)
-        check_options(unroll, checkpoint, levels)
+        check_options(unroll, checkpoint, levels, line_length)
         self.unroll = unroll
         self.checkpoint = checkpoint
         self.levels = levels
+        self.line_length = line_length
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The rewrite, then the scheduled import additions and removals; each skipped
@@ -68,7 +77,13 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         module_name = self.context.full_module_name
         first_party = {module_name.partition(".")[0]} if module_name else set()
         rewriter = Rewriter(
-            self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels, first_party=first_party
+            self.unroll,
+            self.checkpoint,
+            self.context,
+            warn=self.warn,
+            levels=self.levels,
+            first_party=first_party,
+            line_length=self.line_length,
         )
         return rewriter.transform(MetadataWrapper(tree))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 import libcst as cst
 from libcst.metadata import QualifiedNameSource, Scope
@@ -80,16 +81,20 @@ def may_rewrite(source: bytes) -> bool:
 
 
 
-class Resolver:
+_T = TypeVar("_T")
+
+
+class Resolver(Generic[_T]):
     """Resolves names and attributes in one module to the targets they name.
 
     `names` maps each qualified name to find (``"jax.lax.scan"`` for the rewrite,
-    ``"scanrewrite.runtime.scan"`` for the write-back) to its target. Only a name bound
+    ``"scanrewrite.runtime.scan"`` for the write-back, ``"jax.checkpoint"`` for a
+    wrapper) to its target. Only a name bound
     by an import, or an attribute spelled like a wanted last name, is looked up at all:
     the qualified-name lookup is the costly part.
     """
 
-    def __init__(self, scopes: Mapping[cst.CSTNode, Scope | None], names: Mapping[str, Target]) -> None:
+    def __init__(self, scopes: Mapping[cst.CSTNode, Scope | None], names: Mapping[str, _T]) -> None:
         self.scopes = scopes
         self._names = names
         self._last_names = frozenset(name.rpartition(".")[2] for name in names)
@@ -102,7 +107,7 @@ class Resolver:
             if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
         }
 
-    def resolve(self, node: cst.BaseExpression) -> Target | str | None:
+    def resolve(self, node: cst.BaseExpression) -> _T | str | None:
         """The target `node` names; a reason string when it may also name something else."""
         if isinstance(node, cst.Name):
             if node.value not in self._imported:

@@ -43,6 +43,9 @@ class Leaf:
     role: str = ""
     opening: Leaf | None = field(default=None, repr=False)
     depth: int = 0
+    #: A comment that follows it to the end of whatever line it lands on, with the
+    #: whitespace before the comment.
+    comment: str = ""
     #: The whitespace before it on its line (`flat`, or none at the start of a line).
     prefix: str = field(init=False)
 
@@ -50,7 +53,7 @@ class Leaf:
         self.prefix = self.flat
 
     def copy(self) -> Leaf:
-        return Leaf(self.kind, self.value, self.flat, self.role)
+        return Leaf(self.kind, self.value, self.flat, self.role, comment=self.comment)
 
 
 def width(text: str) -> int:
@@ -163,13 +166,14 @@ class Line:
         if not self.leaves:
             return ""
         first, *rest = self.leaves
-        return "    " * self.depth + first.value + "".join(leaf.prefix + leaf.value for leaf in rest)
+        code = "    " * self.depth + first.value + "".join(leaf.prefix + leaf.value for leaf in rest)
+        return code + "".join(leaf.comment for leaf in self.leaves)
 
     def lengths(self, reverse: bool = False) -> Iterator[tuple[int, Leaf, int]]:
         """black's `enumerate_with_length`."""
         indexed = list(enumerate(self.leaves))
         for index, leaf in reversed(indexed) if reverse else indexed:
-            yield index, leaf, len(leaf.prefix) + len(leaf.value)
+            yield index, leaf, len(leaf.prefix) + len(leaf.value) + len(leaf.comment)
 
     @property
     def is_chained_assignment(self) -> bool:

@@ -355,7 +355,7 @@ def _trailers_to_omit(line: Line, line_length: int) -> Iterator[set[int]]:
     inner: set[int] = set()
     for index, leaf, leaf_length in line.lengths(reverse=True):
         length += leaf_length
-        if length > line_length:
+        if length > line_length or leaf.comment:
             break
         previous = line.leaves[index - 1] if index > 0 else None
         if opening is not None:

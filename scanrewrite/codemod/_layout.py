@@ -26,6 +26,8 @@ from scanrewrite.codemod._format_split import lay_out
 
 __all__ = ["may_relayout", "relayout"]
 
+#: Comments ruff leaves out of a line's width and black does not (or the reverse).
+_PRAGMA = re.compile(r"#\s*(?:[nN][oO][qQ][aA]|nosec|(?:isort|type|pyright|pylint|flake8|ruff)\s*:)")
 _FMT_OFF = re.compile(r"#\s*(?:fmt:\s*(?:off|skip)|yapf:\s*disable)")
 _WHITESPACE = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine)
 _COMPARATORS = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
@@ -65,6 +67,9 @@ def relayout(
         return updated
     if "\n".join(lines) == text:
         return updated
+    comment = updated.trailing_whitespace.comment
+    if comment is not None and not lines[-1].endswith(comment.value):
+        return updated  # the comment would move inside the brackets
     newline = module.default_newline
     code = newline.join(line[len(indent) :] for line in lines) + newline
     try:
@@ -73,7 +78,7 @@ def relayout(
         return updated
     if not isinstance(statement, cst.SimpleStatementLine):
         return updated
-    return statement.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
+    return statement.with_changes(leading_lines=updated.leading_lines)
 
 
 class _Tokens(CodegenState):
@@ -99,8 +104,9 @@ class _Tokens(CodegenState):
 def _leaves(statement: cst.SimpleStatementLine, indent: str, module: cst.Module) -> tuple[list[Leaf], str]:
     """The formatter's tokens of `statement` and its text as it stands (indented, with
     `\\n` line breaks and none at the end). Raises `CannotLayOut`."""
-    if len(statement.body) != 1 or statement.trailing_whitespace.comment is not None:
-        raise CannotLayOut("several statements on a line, or a comment")
+    comment = statement.trailing_whitespace.comment
+    if len(statement.body) != 1 or comment is not None and _PRAGMA.match(comment.value):
+        raise CannotLayOut("several statements on a line, or a comment that ruff and black measure apart")
     small = statement.body[0]
     if not isinstance(small.semicolon, cst.MaybeSentinel):
         raise CannotLayOut("a semicolon")
@@ -114,6 +120,8 @@ def _leaves(statement: cst.SimpleStatementLine, indent: str, module: cst.Module)
     string: tuple[cst.CSTNode, Leaf] | None = None
     for value, stack in state.events:
         top = stack[-1]
+        if len(stack) > 1 and stack[1] is statement.trailing_whitespace:
+            continue
         outer = next((node for node in stack if isinstance(node, cst.FormattedString)), None)
         if outer is not None and string is not None and string[0] is outer:
             string[1].value += value
@@ -143,7 +151,14 @@ def _leaves(statement: cst.SimpleStatementLine, indent: str, module: cst.Module)
     if any("\n" in leaf.value or "\r" in leaf.value for leaf in leaves):
         raise CannotLayOut("a multi-line string")
     _mark_two_word_operators(leaves)
-    return _wrap(leaves, owners), text
+    leaves = _wrap(leaves, owners)
+    if comment is not None:
+        # black's `Line.append_comment`: on the last token, but not on an invisible
+        # parenthesis around a single token.
+        around_one = len(leaves) > 2 and not leaves[-1].value and leaves[-1].kind == ")" and not leaves[-3].value
+        last = leaves[-2] if around_one else leaves[-1]
+        last.comment = statement.trailing_whitespace.whitespace.value + comment.value
+    return leaves, text
 
 
 def _wrap(leaves: list[Leaf], owners: list[tuple[cst.CSTNode, ...]]) -> list[Leaf]:

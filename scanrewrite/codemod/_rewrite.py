@@ -16,17 +16,9 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
-from scanrewrite.codemod._discovery import (
-    Resolver,
-    Survey,
-    call_pragma,
-    may_rewrite,
-    read_pragmas,
-)
-from scanrewrite.codemod._imports import (
-    apply_scheduled_imports,
-    schedule_import_removal,
-)
+from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
+from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
+from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.codemod._layout import may_relayout, relayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
 from scanrewrite.pragmas import Pragma, pragma_comments
@@ -36,6 +28,8 @@ __all__ = ["RewriteResult", "Rewriter", "Rewritten", "Skipped", "check_options",
 
 #: The rewrite looks for the original APIs.
 _BY_QUALIFIED_NAME = {target.qualified_name: target for target in TARGETS}
+#: Why an outer scan over a checkpointed inner scan, and that inner scan, are left alone.
+CHUNKED = "already a checkpointed, chunked scan"
 
 
 @dataclass(frozen=True)
@@ -46,9 +40,12 @@ class Rewritten:
     line: int
     #: The qualified name of the API that was called, e.g. ``"jax.lax.scan"``.
     api: str
-    #: What was asked for and not written, e.g.
+    #: What was asked for and not written, or what became of a per-step checkpoint, e.g.
     #: ``"levels not written: equinox.internal.scan takes none"``.
     note: str | None = None
+    #: The per-step checkpoint around the scanned function that the runtime takes over
+    #: (it checkpoints chunks instead), e.g. ``"jax.checkpoint"``.
+    absorbed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +166,8 @@ class Rewriter:
         self._lines: dict[cst.CSTNode, tuple[int, int]] = {}
         self._pragmas: dict[int, Pragma] = {}
         self._call_lines: set[int] = set()
+        self._per_step: dict[cst.Call, PerStep] = {}
+        self._chunked: set[cst.CSTNode] = set()
 
     def transform(self, wrapper: MetadataWrapper) -> cst.Module:
         """`wrapper.module` rewritten, with the scheduled import additions and removals
@@ -189,6 +188,8 @@ class Rewriter:
         for node, _ in survey.found:
             start, end = self._lines[node]
             self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
+        if may_wrap(code):
+            self._per_step, self._chunked = read_bodies(module, self._scopes, resolver, survey.found)
         calls: dict[cst.Call, tuple[Target, list[cst.Arg]]] = {}
         for node, resolved in survey.found:
             if isinstance(node, cst.Call):
@@ -217,6 +218,8 @@ class Rewriter:
             self._skip(line, pragma.error)
         elif pragma.skip:
             self._skip(line, "skip pragma")
+        elif node in self._chunked:
+            self._skip(line, CHUNKED)
         else:
             self._skip(line, f"reference to {target.qualified_name} that is not a call")
 
@@ -239,12 +242,17 @@ class Rewriter:
         if writes_policy and not self._scopes[call]["jax"]:
             AddImportsVisitor.add_needed_import(self._context, "jax")
         levels = pragma.levels if pragma.levels is not None else self.levels
-        note = None
+        notes = []
         if levels is not None and "levels" not in resolved.keyword_only:
-            note = f"levels not written: {resolved.qualified_name} takes none"
+            notes.append(f"levels not written: {resolved.qualified_name} takes none")
             if self._warn is not None:
-                self._warn(f"line {line}: {note}")
-        self.rewritten.append(Rewritten(line, resolved.qualified_name, note))
+                self._warn(f"line {line}: {notes[-1]}")
+        per_step = self._per_step.get(call)
+        absorbed = None
+        if per_step is not None:
+            note, absorbed = per_step_note(per_step, call, resolved, self.checkpoint)
+            notes.extend([note] if note else [])
+        self.rewritten.append(Rewritten(line, resolved.qualified_name, "; ".join(notes) or None, absorbed))
         return resolved, plan
 
     def _new_args(self, call: cst.Call, target: Target, pragma: Pragma) -> list[cst.Arg] | str:
@@ -254,6 +262,11 @@ class Rewriter:
             return pragma.error
         if pragma.skip:
             return "skip pragma"
+        if call in self._chunked:
+            return CHUNKED
+        per_step = self._per_step.get(call)
+        if per_step is not None and per_step.problem is not None:
+            return per_step.problem
         if not self._resolver.module_name_usable(call, "scanrewrite"):
             return "the name `scanrewrite` is bound to something else here"
         if any(isinstance(arg.value, cst.GeneratorExp) and not arg.value.lpar for arg in call.args):
