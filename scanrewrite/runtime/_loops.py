@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from scanrewrite.runtime import _levels, _override, _staging
+from scanrewrite.runtime import _chunks, _levels, _override, _staging
 from scanrewrite.runtime._compat import typeof
 from scanrewrite.runtime._override import ORIGINAL
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, scan_length
@@ -73,8 +73,8 @@ def _batch_step(f: Callable, carry: tuple[()], xs: Any) -> tuple[tuple[()], Any]
     return carry, jax.vmap(f)(xs)
 
 
-def _check_settings(unroll: Any, checkpoint: Any, levels: Any) -> None:
-    check_unroll(unroll, expected="None, a bool or a non-negative int")
+def _check_settings(unroll: Any, checkpoint: Any, levels: Any, expected: str = "a bool or a non-negative int") -> None:
+    check_unroll(unroll, expected)
     check_checkpoint(checkpoint)
     _levels.check(levels)
 
@@ -140,8 +140,8 @@ def fori_loop(
     """
     if not callable(body_fun):
         raise TypeError(f"fori_loop: `body_fun` must be callable, got {body_fun!r}")
-    unroll = 1 if unroll is None else unroll
-    _check_settings(unroll, checkpoint, levels)
+    unroll = 1 if unroll is None else unroll  # jax's default
+    _check_settings(unroll, checkpoint, levels, "None, a bool or a non-negative int")
     bounds = _static_bounds(lower, upper)
     if bounds is None or jax.config.jax_disable_jit:
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
@@ -223,5 +223,5 @@ def map(
 
         return run
 
-    key = ("map", batch_size, *_settings_key(settings))
+    key = ("map", batch_size, _chunks.layout(), *_settings_key(settings))
     return _staging.staged(_bound(_batch_step, f), key, build)(xs)
