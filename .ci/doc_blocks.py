@@ -8,7 +8,8 @@ and on GitHub):
                              `scanrewrite ARGS FILE` (ARGS may be empty).
 
 Each page runs in a fresh temporary project: a git repository (one commit) holding a copy of
-`fixtures/` and, as `src/`, of its `.py` files. A page's blocks run in order, in that folder,
+`fixtures/` and, as `src/`, of three of its programs (a user's own code, small enough to rewrite
+quickly). A page's blocks run in order, in that folder,
 with this interpreter's environment first on PATH and `JAX_PLATFORMS=cpu`: its Python blocks in
 one interpreter, sharing their names as a notebook's cells do; each shell block in `bash -e -o
 pipefail`; each rewrite pair on a file of its own. The first failure ends the page and names
@@ -20,6 +21,7 @@ the page and the line of its block (a traceback points into the page itself).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -38,6 +40,10 @@ FENCE = re.compile(r"^(\s*)(```+)\s*([\w+-]*)")
 SHELL = {"bash", "sh", "shell"}
 # Seconds one page may take; the examples use tiny arrays.
 TIMEOUT = 300
+# Pages run at once (CI has two cores).
+WORKERS = int(os.environ.get("SCANREWRITE_CI_WORKERS", "2"))
+# The fixtures copied to the project's `src/`.
+SRC = ("transformer_block.py", "rnn_pytree_carry.py", "kalman_filter.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +121,8 @@ def make_project(folder: Path) -> None:
     """The temporary project a page's blocks run in."""
     shutil.copytree(ROOT / "fixtures", folder / "fixtures")
     (folder / "src").mkdir()
-    for path in (ROOT / "fixtures").glob("*.py"):
-        shutil.copy(path, folder / "src" / path.name)
+    for name in SRC:
+        shutil.copy(ROOT / "fixtures" / name, folder / "src" / name)
     git = ["git", "-c", "user.name=docs", "-c", "user.email=docs@example.com"]
     for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the project"]):
         subprocess.run([*git, *command], cwd=folder, check=True, capture_output=True)
@@ -213,24 +219,29 @@ def pages(names: list[str]) -> list[str]:
     return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
 
 
+def check_page(page: str) -> tuple[str, bool]:
+    """What to print about one page, and whether it failed."""
+    start = time.monotonic()
+    try:
+        count = len(checks(page, (ROOT / page).read_text()))
+        failures = run_page(page)
+    except ValueError as error:
+        count, failures = 0, [f"error: {error}\n"]
+    if not (count or failures):
+        return "", False
+    status = "failed" if failures else "passed"
+    return "".join(failures) + f"{page}: {count} blocks {status} in {time.monotonic() - start:.1f} s\n", bool(failures)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--exec"]:
         return exec_checks(Path(argv[1]))
-    failed = 0
-    for page in pages(argv):
-        start = time.monotonic()
-        try:
-            count = len(checks(page, (ROOT / page).read_text()))
-            failures = run_page(page)
-        except ValueError as error:
-            count, failures = 0, [f"error: {error}\n"]
-        for failure in failures:
-            print(failure, end="", file=sys.stderr)
-        failed += bool(failures)
-        if count or failures:
-            status = "failed" if failures else "passed"
-            print(f"{page}: {count} blocks {status} in {time.monotonic() - start:.1f} s", file=sys.stderr)
-    return 1 if failed else 0
+    # Pages run side by side (each in its own project and interpreter), reported in order.
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(check_page, pages(argv)))
+    for text, _ in results:
+        print(text, end="", file=sys.stderr)
+    return 1 if any(failed for _, failed in results) else 0
 
 
 if __name__ == "__main__":
