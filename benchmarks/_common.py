@@ -76,7 +76,9 @@ def figure(panels: int):
 
 
 def save(fig, path: str, caption: str) -> None:
-    """Write `fig` to `path` (the format from its suffix), `caption` as its title; say so on stderr."""
-    fig.suptitle(caption, fontsize=9)
+    """Write `fig` to `path` (the format from its suffix), titled `caption` and the device and jax
+    it was measured on; say so on stderr."""
+    device = jax.devices()[0]
+    fig.suptitle(f"{caption}, {device.platform}, jax {jax.__version__}", fontsize=9)
     fig.savefig(path, dpi=110)
     print(f"plot written to {path}", file=sys.stderr)

@@ -160,13 +160,8 @@ def plot(rows: dict[str, dict], args) -> None:
             ax.axhline(rows[name][key], linestyle=style, color="grey", label=name)
         ax.set(xlabel="k (unroll)", ylabel=f"{label} vs lax.scan", xticks=ks, ylim=(0, None))
     axes[0].legend(fontsize=7)
-    device = jax.devices()[0]
-    save(
-        fig,
-        args.plot,
-        f"benchmarks/ut_scan.py: value_and_grad of the block applied n={args.n} times "
-        f"(batch {args.batch}, seq {args.seq}, width {args.width}), {device.platform}, jax {jax.__version__}",
-    )
+    size = f"batch {args.batch}, seq {args.seq}, width {args.width}"
+    save(fig, args.plot, f"benchmarks/ut_scan.py: value_and_grad of the block applied n={args.n} times ({size})")
 
 
 def tune_site(params, h0, n: int):

@@ -116,7 +116,8 @@ def test_a_failing_python_block_names_its_page_and_line(tmp_path: Path) -> None:
 def test_shell_blocks_run_in_a_project_with_fixtures_and_src(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
-        "<!-- run -->\n```bash\ntest -d fixtures && scanrewrite -j1 --diff src/kalman_filter.py > scan.patch\ngit apply scan.patch\n```\n\n"
+        "<!-- run -->\n```bash\ntest -d fixtures && scanrewrite -j1 --diff src/kalman_filter.py > scan.patch\n"
+        "git apply scan.patch\n```\n\n"
         "<!-- run exit=1 -->\n```bash\ngit diff --quiet\n```\n\n"
         "<!-- run -->\n```bash\nscanrewrite -j1 --check src/kalman_filter.py\n```\n"
     )
