@@ -51,11 +51,11 @@ class _Original:
         return "ORIGINAL"
 
 
-#: `override(unroll=ORIGINAL)`: the call runs as the call it replaced (`jax.lax.scan` with
-#: `unroll=1`, `equinox.internal.scan`, `jax.lax.fori_loop` without `unroll`, `jax.lax.map`),
-#: not chunked and not checkpointed. The baseline
-#: `scanrewrite.tune` measures every candidate against.
 ORIGINAL = _Original()
+"""`override(unroll=ORIGINAL)`: the call runs as the call it replaced (`jax.lax.scan` with
+`unroll=1`, `equinox.internal.scan`, `jax.lax.fori_loop` without `unroll`, `jax.lax.map`),
+not chunked and not checkpointed. The baseline `scanrewrite.tune` measures every candidate
+against."""
 
 
 class Site(NamedTuple):
