@@ -33,6 +33,8 @@ def needles(targets: tuple[str, ...]) -> tuple[bytes, ...]:
     with none of these bytes cannot change and is not parsed."""
     last_names = (target.qualified_name.rpartition(".")[2].encode() for target in select(targets))
     return (b"scanrewrite", *dict.fromkeys(last_names))
+
+
 def rewrite_options(mode: Mode) -> dict[str, object]:
     """The keyword options of `scanrewrite.codemod.rewrite` that `mode` sets."""
     return {

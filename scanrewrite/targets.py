@@ -1,11 +1,11 @@
 """The scan APIs that scanrewrite knows, as data.
 
 Each row names an API by its qualified name (and the short name `--targets` selects it
-by), the runtime function that replaces it, and the parameters of that replacement. The replacement mirrors the original's
-signature and only adds keyword-only options, so every call the original accepts
-binds the same way after the rewrite. The codemod uses the parameter lists to tell
-whether a call already passes `unroll` (positionally or by keyword), whether a
-`*args` or `**kwargs` could carry it, and whether the replacement takes a
+by), the runtime function that replaces it, and the parameters of that replacement. The
+replacement mirrors the original's signature and only adds keyword-only options, so every
+call the original accepts binds the same way after the rewrite. The codemod uses the
+parameter lists to tell whether a call already passes `unroll` (positionally or by keyword),
+whether a `*args` or `**kwargs` could carry it, and whether the replacement takes a
 `checkpoint` or `levels` option (`levels` only where the runtime nests its own
 checkpointed loop: `eqxi_scan` delegates that to equinox, so an `eqxi.scan` call gets none).
 Adding an API is adding a row. `lax.fori_loop` and `lax.map` are rewritten only on request
@@ -95,13 +95,15 @@ def select(names: str | Iterable[str]) -> tuple[Target, ...]:
     if isinstance(names, str):
         names = names.split(",")
     wanted = {name.strip() for name in names} - {""}
-    for name in sorted(wanted - set(TARGET_NAMES)):
-        close = difflib.get_close_matches(name, TARGET_NAMES, n=1)
+    unknown = sorted(wanted - set(TARGET_NAMES))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], TARGET_NAMES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown target {name!r}{hint}; the targets are {', '.join(TARGET_NAMES)}")
+        raise ValueError(f"unknown target {unknown[0]!r}{hint}; the targets are {', '.join(TARGET_NAMES)}")
     if not wanted:
         raise ValueError(f"no targets given; the targets are {', '.join(TARGET_NAMES)}")
     return tuple(target for target in TARGETS if target.name in wanted)
+
 
 #: Names in `jax.checkpoint_policies` that are policies themselves. The others there
 #: (`save_only_these_names`, `offload_dot_with_no_batch_dims`, ...) are factories that
