@@ -8,6 +8,7 @@ import pytest
 
 from scanrewrite.codemod import rewrite
 from tests.test_cli import invoke, write
+from tests.test_notebook import make, sources
 
 LOOPS = """\
 import jax
@@ -56,6 +57,18 @@ def test_a_file_without_scan_is_read_when_fori_loop_is_asked_for(project: Path) 
     result = invoke("-v", "--check", "--targets", "lax.fori_loop", ".")
     assert result.exit_code == 1
     assert "b.py:2: skipped (reference to jax.lax.fori_loop that is not a call)" in result.stderr.splitlines()
+
+
+def test_notebooks_get_the_targets_too(project: Path) -> None:
+    cells = ["import jax\nfrom jax import lax", "y = lax.fori_loop(0, 5, body, y0)\nzs = lax.map(f, xs)"]
+    write(project, {"demo.ipynb": make(*cells)})
+    assert invoke("demo.ipynb").exit_code == 0
+    assert sources((project / "demo.ipynb").read_bytes()) == cells
+    assert invoke("--targets", "lax.fori_loop,lax.map", "demo.ipynb").exit_code == 0
+    assert sources((project / "demo.ipynb").read_bytes()) == [
+        "import jax\nimport scanrewrite.runtime",
+        "y = scanrewrite.runtime.fori_loop(0, 5, body, y0, unroll=4)\nzs = scanrewrite.runtime.map(f, xs, unroll=4)",
+    ]
 
 
 @pytest.mark.parametrize(
