@@ -38,14 +38,21 @@ def _parse_options(argv):
 
 
 def test_add_args_defaults_match_init():
-    defaults = {"unroll": 4, "checkpoint": None, "levels": None, "targets": ("lax.scan", "eqxi.scan")}
+    defaults = {
+        "unroll": 4,
+        "checkpoint": None,
+        "levels": None,
+        "targets": ("lax.scan", "eqxi.scan"),
+        "line_length": 88,
+    }
     assert _parse_options([]) == defaults
     argv = ["--unroll", "8", "--checkpoint", "dots_saveable", "--levels", "auto", "--targets", "lax.map,lax.scan"]
-    assert _parse_options(argv) == {
+    assert _parse_options([*argv, "--line-length", "100"]) == {
         "unroll": 8,
         "checkpoint": "dots_saveable",
         "levels": "auto",
         "targets": ("lax.scan", "lax.map"),
+        "line_length": 100,
     }
 
 

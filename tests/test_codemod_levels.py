@@ -60,7 +60,9 @@ LEVELS = [
         2,
         "from jax import lax\ny = lax.scan(f, c, xs)  # scanrewrite: levels=auto\n",
         "import scanrewrite.runtime\n"
-        'y = scanrewrite.runtime.scan(f, c, xs, unroll=4, levels="auto")  # scanrewrite: levels=auto\n',
+        "y = scanrewrite.runtime.scan(\n"
+        '    f, c, xs, unroll=4, levels="auto"\n'
+        ")  # scanrewrite: levels=auto\n",
         id="pragma wins over the option",
     ),
     pytest.param(
@@ -74,8 +76,9 @@ LEVELS = [
         None,
         "from jax import lax\ny = lax.scan(f, c, xs)  # scanrewrite: unroll=8  # scanrewrite: levels=2\n",
         "import scanrewrite.runtime\n"
-        "y = scanrewrite.runtime.scan(f, c, xs, unroll=8, levels=2)"
-        "  # scanrewrite: unroll=8  # scanrewrite: levels=2\n",
+        "y = scanrewrite.runtime.scan(\n"
+        "    f, c, xs, unroll=8, levels=2\n"
+        ")  # scanrewrite: unroll=8  # scanrewrite: levels=2\n",
         id="unroll and levels pragmas together",
     ),
 ]
@@ -107,7 +110,9 @@ def test_eqxi_scan_gets_no_levels_and_the_report_says_so() -> None:
     assert result.code.decode() == textwrap.dedent(
         """\
         import scanrewrite.runtime
-        a = scanrewrite.runtime.eqxi_scan(f, c, xs, kind="checkpointed", unroll=4)  # scanrewrite: levels=2
+        a = scanrewrite.runtime.eqxi_scan(
+            f, c, xs, kind="checkpointed", unroll=4
+        )  # scanrewrite: levels=2
         b = scanrewrite.runtime.scan(f, c, xs, unroll=4, levels="auto")
         """
     )

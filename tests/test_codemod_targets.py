@@ -60,7 +60,9 @@ REWRITES = [
         """,
         """\
         import scanrewrite.runtime
-        y = scanrewrite.runtime.fori_loop(0, n, body, scanrewrite.runtime.fori_loop(0, 3, body, y0, unroll=4), unroll=4)
+        y = scanrewrite.runtime.fori_loop(
+            0, n, body, scanrewrite.runtime.fori_loop(0, 3, body, y0, unroll=4), unroll=4
+        )
         """,
         id="aliases, nested",
     ),
@@ -71,7 +73,9 @@ REWRITES = [
         """,
         """\
         import scanrewrite.runtime
-        y = scanrewrite.runtime.fori_loop(lower=0, upper=n, body_fun=body, init_val=y0, unroll=4)
+        y = scanrewrite.runtime.fori_loop(
+            lower=0, upper=n, body_fun=body, init_val=y0, unroll=4
+        )
         """,
         id="keywords",
     ),
@@ -180,7 +184,9 @@ REWRITES = [
         """,
         """\
         import scanrewrite.runtime
-        y = scanrewrite.runtime.fori_loop(0, n, body, scanrewrite.runtime.scan(f, c, xs, unroll=4)[0], unroll=4)
+        y = scanrewrite.runtime.fori_loop(
+            0, n, body, scanrewrite.runtime.scan(f, c, xs, unroll=4)[0], unroll=4
+        )
         zs = scanrewrite.runtime.map(f, xs, unroll=4)
         """,
         id="beside a scan",
@@ -244,7 +250,8 @@ def test_only_the_selected_targets_are_rewritten_and_reported():
 )
 def test_options_and_pragmas_apply_to_both(options, written):
     source = "import jax\ny = jax.lax.fori_loop(0, n, body, y0)  # scanrewrite: unroll=8\nys = jax.lax.map(f, xs)  # scanrewrite: unroll=8\n"
-    code = rewrite(source.encode(), targets=ALL, **options).code.decode()
+    # One line per call, whatever its length: the options are what is checked here.
+    code = rewrite(source.encode(), targets=ALL, line_length=None, **options).code.decode()
     assert code.count(written) == 2
     skipped = rewrite(b"import jax\ny = jax.lax.fori_loop(0, n, body, y0)  # scanrewrite: skip\n", targets=ALL)
     assert skipped.skipped == (Skipped(2, "skip pragma"),)
