@@ -98,6 +98,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             tuple((call.line, call.reason) for call in result.skipped),
             diff,
             notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
+            absorbed=tuple(call.line for call in result.rewritten if call.absorbed),
         ),
         result.code,
     )
@@ -121,6 +122,8 @@ def _rewrite_notebook_bytes(
             tuple(f"cell {cell}:line {line}" for cell, line, _ in result.rewritten),
             tuple((f"cell {cell}:line {line}", reason) for cell, line, reason in result.skipped),
             diff,
+            notes=tuple((f"cell {cell}:line {line}", note) for cell, line, note, _ in result.notes),
+            absorbed=tuple(f"cell {cell}:line {line}" for cell, line, _, absorbed in result.notes if absorbed),
             cell_errors=tuple(
                 (f"cell {cell}" if line is None else f"cell {cell}:line {line}", f"{message} (cell left as it is)")
                 for cell, line, message in result.unparsed

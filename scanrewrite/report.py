@@ -32,8 +32,11 @@ class FileResult:
     diff: bytes | None = None
     #: Why the file failed, as (line or None, one-line message); None if it did not.
     error: tuple[int | None, str] | None = None
-    #: (line, note) of rewritten calls that did not get everything asked for.
+    #: (line, note) of rewritten calls that did not get everything asked for, or whose
+    #: per-step checkpoint the runtime takes over.
     notes: tuple[tuple[int | str, str], ...] = ()
+    #: Lines of the rewritten calls whose per-step checkpoint the runtime takes over.
+    absorbed: tuple[int | str, ...] = ()
     #: (where, one-line message) of each notebook cell left alone because it cannot be
     #: parsed; the other cells are still rewritten, and the file counts as failed too.
     cell_errors: tuple[tuple[str, str], ...] = ()
@@ -66,6 +69,8 @@ class Report:
     rewritten_calls: int = 0
     #: Scan calls recognised but left as they were (a pragma, or a shape never guessed at).
     skipped_calls: int = 0
+    #: Rewritten calls whose per-step checkpoint the runtime takes over.
+    absorbed_calls: int = 0
 
     def _err(self, message: str, **style: object) -> None:
         click.echo(click.style(message, **style) if style else message, err=True, color=self.color)
@@ -81,9 +86,11 @@ class Report:
             if self.verbose:
                 self._err(f"{path}: unchanged")
 
-    def rewritten(self, path: str, line: int | str, note: str | None = None) -> None:
-        """Count one call rewritten at `path:line` (`note`: what it did not get)."""
+    def rewritten(self, path: str, line: int | str, note: str | None = None, absorbed: bool = False) -> None:
+        """Count one call rewritten at `path:line` (`note`: what it did not get, or what
+        became of its per-step checkpoint; `absorbed`: the runtime takes that over)."""
         self.rewritten_calls += 1
+        self.absorbed_calls += absorbed
         if self.verbose:
             self._err(f"{path}:{line}: rewritten" + (f" ({note})" if note else ""))
 
@@ -103,7 +110,7 @@ class Report:
         """Count one file's result, calls first, then the file itself."""
         notes = dict(result.notes)
         for line in result.rewritten:
-            self.rewritten(result.display, line, notes.get(line))
+            self.rewritten(result.display, line, notes.get(line), line in result.absorbed)
         for line, reason in result.skipped:
             self.skipped(result.display, line, reason)
         for where, message in result.cell_errors:
@@ -143,13 +150,16 @@ class Report:
         return 0
 
     def __str__(self) -> str:
-        """The summary, e.g. `2 files rewritten (5 scan calls), 40 left unchanged,
-        3 calls skipped, 1 file failed`; "would be rewritten" when nothing is written.
+        """The summary, e.g. `2 files rewritten (5 scan calls, 1 per-step checkpoint
+        absorbed), 40 left unchanged, 3 calls skipped, 1 file failed`; "would be
+        rewritten" when nothing is written.
         """
         parts = []
         if self.change_count:
             verb = "rewritten" if self.write_back.writes else "would be rewritten"
             calls = _plural(self.rewritten_calls, "scan call")
+            if self.absorbed_calls:
+                calls += f", {_plural(self.absorbed_calls, 'per-step checkpoint')} absorbed"
             parts.append(f"{_plural(self.change_count, 'file')} {verb} ({calls})")
         if self.same_count:
             # Once a count of files leads the line, "40 left unchanged" reads as files.

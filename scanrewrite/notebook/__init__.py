@@ -74,6 +74,9 @@ class NotebookResult:
     #: (code cell number, line within the cell or None, message) of each cell left alone
     #: because it cannot be parsed; the other cells are still rewritten.
     unparsed: tuple[tuple[int, int | None, str], ...]
+    #: (code cell number, line within the cell, note, whether a per-step checkpoint is
+    #: absorbed) of each rewritten call with a note (see `scanrewrite.codemod.Rewritten`).
+    notes: tuple[tuple[int, int, str, bool], ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -142,6 +145,7 @@ def rewrite_notebook(source: bytes, **options: Any) -> NotebookResult:
         _calls(result, program, numbers, "rewritten"),
         _calls(result, program, numbers, "skipped"),
         _unparsed(unparsed, numbers),
+        _calls(result, program, numbers, "notes"),
     )
 
 
@@ -289,10 +293,16 @@ def _rewrite_cells(masked, unparsed, sources, salt, options):
 
 
 def _calls(result, program: Program, numbers: dict[int, int], kind: str) -> tuple:
+    """The rewritten or skipped calls, or the rewritten calls' notes, by cell and line."""
     calls = []
-    for call in getattr(result, kind):
+    for call in result.rewritten if kind == "notes" else getattr(result, kind):
         index, line = program.locate(call.line) or (None, call.line)
-        if index in numbers:  # not in the names kept for the cells left alone
+        if index not in numbers:  # in the names kept for the cells left alone
+            continue
+        if kind == "notes":
+            if call.note is not None:
+                calls.append((numbers[index], line, call.note, call.absorbed is not None))
+        else:
             calls.append((numbers[index], line, call.api if kind == "rewritten" else call.reason))
     return tuple(calls)
 
