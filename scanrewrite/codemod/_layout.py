@@ -59,7 +59,7 @@ def relayout(
     depth = len(indent) // 4
     try:
         before, text = _leaves(original, indent, module)
-        if "\n".join(lay_out(before, depth, line_length)) != text:
+        if not _spaced(before) or "\n".join(lay_out(before, depth, line_length)) != text:
             return updated
         after, text = _leaves(updated, indent, module)
         lines = lay_out(after, depth, line_length)
@@ -187,6 +187,15 @@ def _wraps_itself(node: cst.CSTNode, stack: tuple[cst.CSTNode, ...]) -> bool:
     if isinstance(parent, cst.Arg) and not parent.keyword and not parent.star:
         call = stack[stack.index(node) - 2]
         return not (isinstance(call, cst.Call) and len(call.args) == 1 and not isinstance(parent.comma, cst.Comma))
+    return True
+
+
+def _spaced(leaves: list[Leaf]) -> bool:
+    """Whether the spaces between tokens are the formatters' where they are plain to
+    see: at most one, none inside brackets or before a comma or a `.`."""
+    for previous, leaf in itertools.pairwise(leaves):
+        if len(leaf.flat) > 1 or leaf.flat and (previous.kind in "([{" or leaf.kind in ")]},."):
+            return False
     return True
 
 
