@@ -32,6 +32,8 @@ EXPECTED_REWRITES = {
     "eqx_module_method": {"equinox.internal.scan": 1},
     "explicit_unroll": {"jax.lax.scan": 2},
     "fori_loop_rollout": {"jax.lax.fori_loop": 3},
+    # Its two hand-chunked loops are left alone (see EXPECTED_SKIPS).
+    "hand_chunked_loop": {"jax.lax.scan": 1},
     "horner_polynomials": {"jax.lax.scan": 1},
     "inner_sgd_loop": {"jax.lax.scan": 1},
     "jit_vmap_grad": {"jax.lax.scan": 1},
@@ -44,7 +46,15 @@ EXPECTED_REWRITES = {
     # Its other call carries `# scanrewrite: skip`.
     "skip_pragma": {"jax.lax.scan": 1},
     "transformer_block": {"equinox.internal.scan": 1},
+    "universal_transformer_checkpoint": {"jax.lax.scan": 5},
 }
+# Why the calls of a fixture that are left alone are, with how many of each.
+EXPECTED_SKIPS = {
+    "hand_chunked_loop": {"already a checkpointed, chunked scan": 4},
+    "skip_pragma": {"skip pragma": 1},
+}
+# The fixtures whose every rewritten call had its per-step checkpoint taken over by the runtime.
+EXPECTED_ABSORBED = {"universal_transformer_checkpoint": 5}
 RUNTIME_FUNCTIONS = {
     "jax.lax.scan": "scan",
     "equinox.internal.scan": "eqxi_scan",
@@ -102,8 +112,8 @@ def test_golden(name):
 def test_every_call_is_rewritten(name):
     result = _rewritten(name)
     assert _api_counts(result) == EXPECTED_REWRITES[name]
-    if name != "skip_pragma":
-        assert result.skipped == ()
+    assert dict(collections.Counter(entry.reason for entry in result.skipped)) == EXPECTED_SKIPS.get(name, {})
+    assert sum(entry.absorbed is not None for entry in result.rewritten) == EXPECTED_ABSORBED.get(name, 0)
 
 
 def test_skip_pragma_leaves_its_call_alone():
