@@ -100,6 +100,28 @@ def test_record_counts_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
     assert report.return_code == 2
 
 
+def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    report = Report(WriteBack.CHECK, verbose=True, color=False)
+    note = "per-step jax.checkpoint absorbed: the runtime checkpoints chunks instead"
+    report.record(
+        FileResult(
+            "a.py",
+            Changed.YES,
+            rewritten=(3, 5, "cell 2:line 1"),
+            notes=((3, note), ("cell 2:line 1", note)),
+            absorbed=(3, "cell 2:line 1"),
+        )
+    )
+    report.summary()
+    assert capsys.readouterr().err.splitlines() == [
+        f"a.py:3: rewritten ({note})",
+        "a.py:5: rewritten",
+        f"a.py:cell 2:line 1: rewritten ({note})",
+        "would rewrite a.py",
+        "1 file would be rewritten (3 scan calls, 2 per-step checkpoints absorbed)",
+    ]
+
+
 def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixture[str]) -> None:
     report = Report(WriteBack.CHECK, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,), skipped=((4, "pragma"),)))

@@ -1,10 +1,12 @@
 """Laying out a changed statement as black and ruff format would.
 
-`relayout(original, updated, ...)` is the one entry point: when `original` is laid out
+`relayout(original, updated, ...)` is the entry point: when `original` is laid out
 exactly as the formatters lay it out at the given line length, `updated` (the same
 statement after an edit, such as a rewritten call) is laid out the same way: kept on
-one line while it fits, split as `_format_lines` says when it does not. Otherwise
+one line while it fits, split as `_format_split` says when it does not. Otherwise
 `updated` comes back as it is, so a file that was not formatted is never reformatted.
+`KeepLayout` is a transformer to build an edit on: it tracks each statement's
+indentation and lays out again every statement in which the subclass calls `edited()`.
 
 A statement is read into the formatter's tokens here, through libcst's own code
 generation (so every token knows the nodes it belongs to), with black's optional
@@ -24,7 +26,7 @@ from libcst._nodes.internal import CodegenState
 from scanrewrite.codemod._format_lines import CannotLayOut, Leaf
 from scanrewrite.codemod._format_split import lay_out
 
-__all__ = ["may_relayout", "relayout"]
+__all__ = ["KeepLayout", "may_relayout", "relayout"]
 
 #: Comments ruff leaves out of a line's width and black does not (or the reverse).
 _PRAGMA = re.compile(r"#\s*(?:[nN][oO][qQ][aA]|nosec|(?:isort|type|pyright|pylint|flake8|ruff)\s*:)")
@@ -79,6 +81,56 @@ def relayout(
     if not isinstance(statement, cst.SimpleStatementLine):
         return updated
     return statement.with_changes(leading_lines=updated.leading_lines)
+
+
+class KeepLayout(cst.CSTTransformer):
+    """A transformer whose edited statements keep the formatters' layout.
+
+    A subclass calls `edited()` while it changes something inside a statement; on
+    leaving a simple statement that was edited, it is laid out again by `relayout`
+    (with `module`'s indentation and newline). `line_length` None leaves every
+    statement as the subclass made it, and so does a module with `# fmt: off` (`code`
+    is `module.code`, when the caller has it already).
+    """
+
+    def __init__(self, module: cst.Module, line_length: int | None, code: str | None = None) -> None:
+        super().__init__()
+        self._module = module
+        if line_length is not None and not may_relayout(module.code if code is None else code):
+            line_length = None
+        self._line_length = line_length
+        self._indents: list[str] = []
+        self._edits = 0
+        self._edits_before: list[int] = []
+
+    def edited(self) -> None:
+        """Note that the statement being visited changes."""
+        self._edits += 1
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        self._indents.pop()
+        return updated_node
+
+    def visit_Match(self, node: cst.Match) -> None:
+        # The `case` lines are indented in the `match` itself, not in a block.
+        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
+
+    def leave_Match(self, original_node: cst.Match, updated_node: cst.Match) -> cst.Match:
+        self._indents.pop()
+        return updated_node
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._edits_before.append(self._edits)
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if self._edits_before.pop() == self._edits or self._line_length is None:
+            return updated_node
+        return relayout(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
 
 
 class _Tokens(CodegenState):

@@ -19,7 +19,7 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
-from scanrewrite.codemod._layout import may_relayout, relayout
+from scanrewrite.codemod._layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
@@ -224,8 +224,7 @@ class Rewriter:
         if not calls:
             return module
         dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
-        line_length = self.line_length if self.line_length is not None and may_relayout(code) else None
-        replacer = _ReplaceCalls(calls, module, line_length)
+        replacer = _ReplaceCalls(calls, module, self.line_length, code)
         module = module.visit(replacer)
         return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
 
@@ -318,20 +317,19 @@ class Rewriter:
             self._warn(f"line {line}: {reason}")
 
 
-class _ReplaceCalls(cst.CSTTransformer):
+class _ReplaceCalls(KeepLayout):
     """Gives each planned call its replacement callee and appends its new arguments; a
-    statement with a replaced call is laid out again for `line_length` (see `relayout`)."""
+    statement with a replaced call keeps the formatters' layout (see `KeepLayout`)."""
 
     def __init__(
-        self, calls: dict[cst.Call, tuple[Target, list[cst.Arg]]], module: cst.Module, line_length: int | None
+        self,
+        calls: dict[cst.Call, tuple[Target, list[cst.Arg]]],
+        module: cst.Module,
+        line_length: int | None,
+        code: str,
     ) -> None:
-        super().__init__()
+        super().__init__(module, line_length, code)
         self._calls = calls
-        self._module = module
-        self._line_length = line_length
-        self._indents: list[str] = []
-        self._replaced = 0
-        self._statement_start: list[int] = []
         self._top_level: dict[cst.CSTNode, int] = {}
         self._current: int | None = None
         #: The index in the module's body of the first statement with a replaced call;
@@ -346,36 +344,11 @@ class _ReplaceCalls(cst.CSTTransformer):
             self._current = self._top_level[node]
         return super().on_visit(node)
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        self._indents.pop()
-        return updated_node
-
-    def visit_Match(self, node: cst.Match) -> None:
-        # The `case` lines are indented in the `match` itself, not in a block.
-        self._indents.append(self._module.default_indent if node.indent is None else node.indent)
-
-    def leave_Match(self, original_node: cst.Match, updated_node: cst.Match) -> cst.Match:
-        self._indents.pop()
-        return updated_node
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self._statement_start.append(self._replaced)
-
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine:
-        if self._statement_start.pop() == self._replaced or self._line_length is None:
-            return updated_node
-        return relayout(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
-
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         planned = self._calls.get(original_node)
         if planned is None:
             return updated_node
-        self._replaced += 1
+        self.edited()
         target, plan = planned
         if self.first_use is None:
             self.first_use = self._current
