@@ -50,7 +50,9 @@ def energy_after(theta, state, n_steps):
     def step(i, state):
         return spring_step(theta, i * DT, state)
 
-    position, velocity = scanrewrite.runtime.fori_loop(0, n_steps, step, state, unroll=4)
+    position, velocity = scanrewrite.runtime.fori_loop(
+        0, n_steps, step, state, unroll=4
+    )
     return jnp.sum(velocity**2) + theta["stiffness"] * jnp.sum(position**2)
 
 
