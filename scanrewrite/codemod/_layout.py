@@ -11,12 +11,15 @@ indentation and lays out again every statement in which the subclass calls `edit
 A statement is read into the formatter's tokens here, through libcst's own code
 generation (so every token knows the nodes it belongs to), with black's optional
 parentheses around the right-hand side of an assignment and a `return` value. What
-the port does not cover (comments, multi-line strings, backslashes, compound
-statements, unusual indentation) leaves the statement as it is.
+the port does not cover (a comment inside the statement or a pragma comment at its end,
+multi-line strings, backslashes, compound statements, indentation other than four
+spaces) leaves the statement as it is; so does a layout whose code is not the same
+syntax tree as the statement's.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 
@@ -78,9 +81,21 @@ def relayout(
         statement = cst.parse_statement(code, config=module.config_for_parsing)
     except cst.ParserSyntaxError:
         return updated
-    if not isinstance(statement, cst.SimpleStatementLine):
+    if not isinstance(statement, cst.SimpleStatementLine) or not _same_tree(statement, updated, module):
         return updated
     return statement.with_changes(leading_lines=updated.leading_lines)
+
+
+def _same_tree(laid_out: cst.SimpleStatementLine, updated: cst.SimpleStatementLine, module: cst.Module) -> bool:
+    """Whether the two statements are the same code to Python (only layout differs)."""
+    trees = []
+    for statement in (laid_out, updated):
+        code = module.code_for_node(statement.with_changes(leading_lines=()))
+        try:
+            trees.append(ast.dump(ast.parse(code)))
+        except SyntaxError:
+            return False
+    return trees[0] == trees[1]
 
 
 class KeepLayout(cst.CSTTransformer):
