@@ -16,8 +16,11 @@ The parts, each importing only those before it:
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_import_order`: where an added import goes, as import sorters would put it.
 - `_imports`: the import the rewrite adds and the ones it leaves unused.
+- `_layout`: a changed call laid out as ruff format and black lay it out.
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_unroll` and `read_unroll`, the tuner's write-back.
+- `_spelling`: how a reverted call names its API again, and the import that needs.
+- `_revert`: `revert`, the inverse of `rewrite` (`scanrewrite --revert`).
 - `_command`: `ScanRewriteCommand`, the libcst codemod.
 
 The write-back, for `scanrewrite-tune` (see `_writeback` for the details)::
@@ -31,6 +34,7 @@ from __future__ import annotations
 from scanrewrite.codemod._command import ScanRewriteCommand
 from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
+from scanrewrite.codemod._revert import revert
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
 from scanrewrite.codemod._writeback import UnrollResult, read_unroll, set_unroll
 
@@ -43,6 +47,7 @@ __all__ = [
     "UnrollResult",
     "may_rewrite",
     "read_unroll",
+    "revert",
     "rewrite",
     "set_unroll",
 ]

@@ -89,6 +89,7 @@ def apply_scheduled_imports(
     first_use: int | None = None,
     dropped: Collection[int] = (),
     first_party: Collection[str] = (),
+    collapse_blank_lines: bool = False,
 ) -> cst.Module:
     """`module` with the import additions and removals scheduled in `context` made.
 
@@ -98,7 +99,9 @@ def apply_scheduled_imports(
     sorters put it (see `_import_order`), before the top-level statement at index
     `first_use`, adding only its own line and the blank lines a section needs.
     `dropped` are the indices of the import lines that will be removed; `first_party`
-    the top-level names of the user's own packages.
+    the top-level names of the user's own packages. With `collapse_blank_lines`, the blank
+    lines above a removed line are dropped where the next statement starts with blank lines
+    of its own (an import section of one line gone, as the sorters leave it).
     """
     items = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
     dropped = set(dropped)
@@ -119,7 +122,7 @@ def apply_scheduled_imports(
         # that occur twice in it are whitespace `append_args` reused, whose
         # metadata nobody reads.
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper)))
+        module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper), collapse_blank_lines))
     return module
 
 
@@ -165,8 +168,9 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
     """`RemoveImportsVisitor` that moves a removed line's leading blank lines and comments
     onto the statement after it (or the end of its block), so they stay where they were."""
 
-    def __init__(self, context: CodemodContext) -> None:
+    def __init__(self, context: CodemodContext, collapse_blank_lines: bool = False) -> None:
         super().__init__(context)
+        self._collapse = collapse_blank_lines
         self._pending: list[cst.EmptyLine] = []
         self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
 
@@ -184,8 +188,11 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         updated = super().on_leave(original_node, updated_node)
         lines = self._receivers.pop(original_node, None)
         if lines is not None:
-            if isinstance(updated, _Statement):
-                updated = updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+            removed = isinstance(updated, cst.SimpleStatementLine) and not updated.body
+            if isinstance(updated, _Statement) and not removed:
+                own = updated.leading_lines
+                if not (self._collapse and _blank(lines) and own and own[0].comment is None):
+                    updated = updated.with_changes(leading_lines=[*lines, *own])
             else:
                 self._pending = [*lines, *self._pending]
         if (
@@ -195,10 +202,15 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         ):
             self._pending.extend(original_node.leading_lines)
         elif self._pending and isinstance(updated, (cst.IndentedBlock, cst.Module)):
+            if self._collapse and _blank(self._pending):
+                self._pending = []
             updated = updated.with_changes(footer=[*self._pending, *updated.footer])
             self._pending = []
         return updated
 
+
+def _blank(lines: list[cst.EmptyLine]) -> bool:
+    return all(line.comment is None for line in lines)
 
 
 class _NodeCollector(cst.CSTVisitor):

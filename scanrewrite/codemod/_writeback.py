@@ -34,11 +34,11 @@ from scanrewrite.codemod._rewrite import Skipped
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import TARGETS, Target
 
-__all__ = ["UnrollResult", "read_unroll", "set_unroll"]
+__all__ = ["NO_CALL", "RuntimeCalls", "UnrollResult", "read_unroll", "set_unroll"]
 
 #: The write-back looks for the calls the rewrite wrote.
 _BY_REPLACEMENT = {target.replacement: target for target in TARGETS}
-_NO_CALL = "no scanrewrite.runtime call starts on this line"
+NO_CALL = "no scanrewrite.runtime call starts on this line"
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,9 @@ def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
     parsed = Parsed.from_bytes(source)
-    sites = _Sites(parsed.module) if b"scanrewrite" in source else None
+    sites = RuntimeCalls(parsed.module) if b"scanrewrite" in source else None
     if sites is None or sites.skip_file is not None:
-        reason = "skip-file pragma" if sites is not None else _NO_CALL
+        reason = "skip-file pragma" if sites is not None else NO_CALL
         skipped = tuple(Skipped(line, reason) for line in sorted(picks))
         return UnrollResult(source, (), (), skipped)
 
@@ -82,7 +82,7 @@ def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
     for line in sorted(picks):
         calls = sites.by_line.get(line, [])
         if not calls:
-            skipped.append(Skipped(line, _NO_CALL))
+            skipped.append(Skipped(line, NO_CALL))
         reasons, changes = [], False
         for call, resolved in calls:
             outcome = _why_not(call, resolved, sites.pragma(call))
@@ -116,7 +116,7 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     parsed = Parsed.from_bytes(source)
     if b"scanrewrite" not in source:
         return {}
-    sites = _Sites(parsed.module)
+    sites = RuntimeCalls(parsed.module)
     found: dict[int, int | None] = {}
     for line, calls in sorted(sites.by_line.items()):
         for call, resolved in calls:
@@ -128,12 +128,13 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     return found
 
 
-class _Sites:
+class RuntimeCalls:
     """The runtime calls of one module, by their first line, and the pragmas on them."""
 
     def __init__(self, module: cst.Module) -> None:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        resolver = Resolver(wrapper.resolve(ScopeProvider), _BY_REPLACEMENT)
+        self.wrapper = wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.scopes = wrapper.resolve(ScopeProvider)
+        resolver = Resolver(self.scopes, _BY_REPLACEMENT)
         survey = Survey(resolver.resolve)
         module.visit(survey)
         comments = pragma_comments(module)

@@ -1,0 +1,217 @@
+"""The revert: each runtime call becomes the call it replaced again (`scanrewrite --revert`).
+
+    revert(source: bytes, *, lines=None, line_length=88, first_party=()) -> RewriteResult
+
+The inverse of `rewrite`, driven by the same table (`targets.TARGETS`): a call that resolves
+to a row's `replacement` calls the row's `qualified_name` again, and loses the keyword
+arguments only the runtime takes (the row's `added`, and an `unroll=` int literal, which is
+what the rewrite writes; a name or `True` there is the user's own and stays, as does a
+positional `unroll`). Every other argument, comment and line break passes through, and
+`import scanrewrite.runtime` goes when nothing uses it any more.
+
+The callee is spelled as the file already spells the API, through the most specific import
+in reach of the call (`scan` from `from jax.lax import scan`, else `lax.scan` from `from jax
+import lax`, else `jax.lax.scan` from `import jax`). Where the rewrite removed that import, the
+name is added to the file's module-level `from jax import ...` line if it has one (`lax`, in
+the sorters' order), else ``import jax`` is added where ruff and isort put it (`_import_order`).
+A call laid out as the formatters lay out a long call, now short enough for one line, is
+joined (`_layout`); one with a magic trailing comma stays as it is.
+
+So `revert(rewrite(x))` computes what `x` computes, and is `x` byte for byte where the
+rewrite kept the import the call used and `x` spells it one way, its calls pass no `unroll=`
+literal, and its long calls are laid out as above; `rewrite(revert(y))` is `y` for a
+rewritten `y` (with the options that wrote it); `revert` of its own output changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from scanrewrite.codemod._arguments import ArgShape, remove_args
+from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
+from scanrewrite.codemod._layout import fit_call
+from scanrewrite.codemod._parsing import Parsed
+from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
+from scanrewrite.codemod._spelling import Spellings
+from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls
+from scanrewrite.targets import Target
+
+__all__ = ["revert"]
+
+#: The runtime's defaults: dropping an argument with another value changes the memory.
+_DEFAULTS = {"checkpoint": "True", "levels": "1"}
+
+
+def revert(
+    source: bytes,
+    *,
+    lines: Collection[int] | None = None,
+    line_length: int = 88,
+    first_party: Collection[str] = (),
+) -> RewriteResult:
+    """Turn the runtime calls in `source` back into the calls they replaced.
+
+    `lines`: only the calls starting on these lines (1-based), each reported in `skipped`
+    when no runtime call starts there; None for every call. `line_length` is the formatters'
+    (for joining a call that fits on one line again); `first_party` the top-level names of
+    the user's own packages (for placing an added import, as in `rewrite`).
+
+    Returns a `RewriteResult` whose `rewritten` lists the calls reverted, each with the API
+    it calls again, and a note where a `checkpoint=` or `levels=` other than the runtime's
+    default was dropped (the memory that setting saved is gone). A call is left alone, with
+    the reason in `skipped`, under a `# scanrewrite: skip` pragma, when `**kwargs` may pass
+    it a runtime-only option, or when no spelling of the API can reach it. Raises
+    `SourceError` for source that cannot be decoded, parsed or reproduced byte for byte.
+    """
+    parsed = Parsed.from_bytes(source)
+    wanted = None if lines is None else set(lines)
+    if b"scanrewrite" not in source:
+        return RewriteResult(source, (), tuple(Skipped(line, NO_CALL) for line in sorted(wanted or ())))
+    calls = RuntimeCalls(parsed.module)
+    if calls.skip_file is not None:
+        return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
+    skipped = [Skipped(line, NO_CALL) for line in sorted((wanted or set()) - set(calls.by_line))]
+    plans: dict[cst.Call, _Plan] = {}
+    for line, found in sorted(calls.by_line.items()):
+        if wanted is not None and line not in wanted:
+            continue
+        for call, resolved in found:
+            plan = _plan(call, resolved, calls)
+            if isinstance(plan, str):
+                skipped.append(Skipped(line, plan))
+            else:
+                plans[call] = plan
+    if not plans:
+        return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
+
+    context = CodemodContext()
+    spellings = Spellings(parsed.module, calls.scopes, line_length, plans)
+    reverted = []
+    for call, plan in plans.items():
+        spelling = spellings.choose(call, plan.target)
+        line = calls.lines[call][0]
+        if spelling is None:
+            name = plan.target.qualified_name.partition(".")[0]
+            skipped.append(Skipped(line, f"the name `{name}` is bound to something else here"))
+            continue
+        plan.callee = spelling
+        reverted.append(Rewritten(line, plan.target.qualified_name, plan.note))
+    plans = {call: plan for call, plan in plans.items() if plan.callee is not None}
+    if not plans:
+        return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
+    for name in spellings.import_top:
+        AddImportsVisitor.add_needed_import(context, name)
+    gone = [call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
+    dropped = schedule_import_removal(context, calls.wrapper, calls.scopes, gone)
+    replacer = _Revert(plans, parsed.module.default_indent, line_length)
+    module = parsed.module.visit(replacer)
+    module = spellings.extend_from_imports(module)
+    module = apply_scheduled_imports(
+        module, context, replacer.first_use, dropped, first_party, collapse_blank_lines=True
+    )
+    reverted.sort(key=lambda call: call.line)
+    return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
+
+
+@dataclass
+class _Plan:
+    target: Target
+    #: The keyword arguments that go.
+    dropped: tuple[cst.Arg, ...]
+    note: str | None
+    callee: str | None = None
+
+
+def _plan(call: cst.Call, resolved: Target | str, calls: RuntimeCalls) -> _Plan | str:
+    """What reverting `call` drops, or why it stays."""
+    if isinstance(resolved, str):
+        return resolved
+    pragma = calls.pragma(call)
+    if pragma.error is not None:
+        return pragma.error
+    if pragma.skip:
+        return "skip pragma"
+    shape = ArgShape.of(call.args, resolved)
+    if shape.double_star and resolved.added:
+        return f"{' or '.join(resolved.added)} may come from **kwargs"
+    dropped = tuple(
+        arg
+        for arg in call.args
+        if arg.keyword is not None
+        and (
+            arg.keyword.value in resolved.added
+            or (arg.keyword.value == "unroll" and isinstance(arg.value, cst.Integer))
+        )
+    )
+    changed = [
+        f"{arg.keyword.value}={_code(arg.value)}"
+        for arg in dropped
+        if arg.keyword.value in _DEFAULTS and _code(arg.value) != _DEFAULTS[arg.keyword.value]
+    ]
+    saved = changed and not any(text == "checkpoint=False" for text in changed)
+    note = f"dropped {', '.join(changed)}: memory as {resolved.qualified_name}'s again" if saved else None
+    return _Plan(resolved, dropped, note)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+class _Revert(cst.CSTTransformer):
+    """Gives each planned call its original callee, drops its runtime-only arguments, and
+    lays out the statements whose calls changed."""
+
+    def __init__(self, plans: dict[cst.Call, _Plan], default_indent: str, line_length: int) -> None:
+        super().__init__()
+        self._plans = plans
+        self._default_indent = default_indent
+        self._line_length = line_length
+        self._indents: list[str] = []
+        self._changed: list[cst.Call] = []
+        self._top_level: dict[cst.CSTNode, int] = {}
+        self._current: int | None = None
+        #: The index in the module's body of the first statement with a reverted call: an
+        #: import it needs goes before it.
+        self.first_use: int | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._top_level = {statement: index for index, statement in enumerate(node.body)}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self._top_level:
+            self._current = self._top_level[node]
+        return super().on_visit(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._indents.append(self._default_indent if node.indent is None else node.indent)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        self._indents.pop()
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        plan = self._plans.get(original_node)
+        if plan is None:
+            return updated_node
+        if self.first_use is None:
+            self.first_use = self._current
+        assert plan.callee is not None
+        func = cst.parse_expression(plan.callee).with_changes(lpar=updated_node.func.lpar, rpar=updated_node.func.rpar)
+        names = {arg.keyword.value for arg in plan.dropped if arg.keyword is not None}
+        call = updated_node.with_changes(func=func, args=remove_args(updated_node, names))
+        self._changed.append(call)
+        return call
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        changed, self._changed = self._changed, []
+        indent = "".join(self._indents)
+        for call in changed:
+            updated_node = fit_call(updated_node, call, indent, self._line_length)
+        return updated_node
