@@ -163,8 +163,12 @@ def remove_args(call: cst.Call, names: Collection[str]) -> tuple[cst.Arg, ...]:
 def _closing(
     after: cst.BaseParenthesizableWhitespace, closing: cst.BaseParenthesizableWhitespace
 ) -> cst.BaseParenthesizableWhitespace:
-    """What follows a new last argument: the closing layout, keeping a comment (or blank
-    lines) that followed the argument on its own line."""
+    """What follows a new last argument, `after` whatever followed it: the closing layout,
+    keeping a comment (or blank lines) that followed the new last one on its own line. The
+    comment after an argument removed from a line of its own goes with it; one after an
+    argument on the new last one's line stays on that line."""
+    if isinstance(after, cst.ParenthesizedWhitespace) and isinstance(closing, cst.ParenthesizedWhitespace):
+        closing = closing.with_changes(first_line=cst.TrailingWhitespace(newline=closing.first_line.newline))
     if isinstance(after, cst.ParenthesizedWhitespace) and (after.first_line.comment is not None or after.empty_lines):
         if isinstance(closing, cst.ParenthesizedWhitespace):
             return after.with_changes(indent=closing.indent, last_line=closing.last_line)

@@ -27,11 +27,13 @@ def fit_call(statement: cst.SimpleStatementLine, call: cst.Call, indent: str, li
     layout = _layout(call)
     if layout is None:
         return statement
-    joined = statement.deep_replace(call, _joined(call))
-    assert isinstance(joined, cst.SimpleStatementLine)
-    lines = _lines(joined)
+    flat = statement
+    if layout == "hugged":
+        flat = statement.deep_replace(call, _joined(call))
+        assert isinstance(flat, cst.SimpleStatementLine)
+    lines = _lines(flat)
     if len(lines) == 1 and len(indent) + len(lines[0]) <= line_length:
-        return joined
+        return flat
     if not _splits_at(statement, call):
         return statement
     hugged = statement.deep_replace(call, _hugged(call))

@@ -32,8 +32,8 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from scanrewrite.codemod._arguments import ArgShape, remove_args
-from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
+from scanrewrite.codemod._arguments import remove_args
+from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.codemod._layout import fit_call
 from scanrewrite.codemod._parsing import Parsed
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
@@ -64,8 +64,9 @@ def revert(
     Returns a `RewriteResult` whose `rewritten` lists the calls reverted, each with the API
     it calls again, and a note where a `checkpoint=` or `levels=` other than the runtime's
     default was dropped (the memory that setting saved is gone). A call is left alone, with
-    the reason in `skipped`, under a `# scanrewrite: skip` pragma, when `**kwargs` may pass
-    it a runtime-only option, or when no spelling of the API can reach it. Raises
+    the reason in `skipped`, under a `# scanrewrite: skip` pragma, or when no spelling of
+    the API can reach it. (A runtime-only option passed through `**kwargs` stays there: the
+    original then refuses it, loudly, when called.) Raises
     `SourceError` for source that cannot be decoded, parsed or reproduced byte for byte.
     """
     parsed = Parsed.from_bytes(source)
@@ -107,13 +108,16 @@ def revert(
     for name in spellings.import_top:
         AddImportsVisitor.add_needed_import(context, name)
     gone = [call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
-    dropped = schedule_import_removal(context, calls.wrapper, calls.scopes, gone)
+    unused = unused_imports(calls.scopes, gone)
+    # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
+    unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
     replacer = _Revert(plans, parsed.module.default_indent, line_length)
     module = parsed.module.visit(replacer)
     module = spellings.extend_from_imports(module)
-    module = apply_scheduled_imports(
-        module, context, replacer.first_use, dropped, first_party, collapse_blank_lines=True
-    )
+    # As the rewrite: the import added first, placed knowing which lines go, then those go.
+    dropped = whole_lines(parsed.module, unused)
+    module = apply_scheduled_imports(module, context, replacer.first_use, dropped, first_party)
+    module = module.visit(ImportPruner(unused, collapse_blank_lines=True))
     reverted.sort(key=lambda call: call.line)
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
 
@@ -136,9 +140,6 @@ def _plan(call: cst.Call, resolved: Target | str, calls: RuntimeCalls) -> _Plan 
         return pragma.error
     if pragma.skip:
         return "skip pragma"
-    shape = ArgShape.of(call.args, resolved)
-    if shape.double_star and resolved.added:
-        return f"{' or '.join(resolved.added)} may come from **kwargs"
     dropped = tuple(
         arg
         for arg in call.args
@@ -164,7 +165,10 @@ def _code(node: cst.CSTNode) -> str:
 
 class _Revert(cst.CSTTransformer):
     """Gives each planned call its original callee, drops its runtime-only arguments, and
-    lays out the statements whose calls changed."""
+    lays out the statements whose calls changed.
+
+    It leaves the import nodes themselves as they are (the same objects), so that
+    `ImportPruner` finds the unused ones afterwards."""
 
     def __init__(self, plans: dict[cst.Call, _Plan], default_indent: str, line_length: int) -> None:
         super().__init__()
@@ -185,7 +189,7 @@ class _Revert(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node in self._top_level:
             self._current = self._top_level[node]
-        return super().on_visit(node)
+        return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._indents.append(self._default_indent if node.indent is None else node.indent)

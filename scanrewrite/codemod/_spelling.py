@@ -58,6 +58,8 @@ class Spellings:
         self._bindings = list(dict.fromkeys(pair for node in _imports(module) for pair in _bound_by(node)))
         #: Top-level packages to add ``import NAME`` for.
         self.import_top: list[str] = []
+        #: The names the chosen spellings start with.
+        self.roots: set[str] = set()
         #: Index in the module's body of a ``from X import ...`` line -> names to add to it.
         self._additions: dict[int, list[str]] = {}
 
@@ -83,6 +85,12 @@ class Spellings:
 
     def choose(self, call: cst.Call, target: Target) -> str | None:
         """The callee's text for `call`, scheduling the import it needs; None if none works."""
+        spelling = self._choose(call, target)
+        if spelling is not None:
+            self.roots.add(spelling.partition(".")[0])
+        return spelling
+
+    def _choose(self, call: cst.Call, target: Target) -> str | None:
         qualified = target.qualified_name
         reachable = [
             (name, meaning)
@@ -138,7 +146,8 @@ class Spellings:
         return len(_code(_with_name(statement, name)).splitlines()[-1]) <= self._line_length
 
     def extend_from_imports(self, module: cst.Module) -> cst.Module:
-        """`module` with the names scheduled by `choose` added to its ``from`` lines."""
+        """`module` (this one, its top-level statements in place) with the names scheduled
+        by `choose` added to its ``from`` lines."""
         if not self._additions:
             return module
         body = list(module.body)
