@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-__all__ = ["fit_call"]
+__all__ = ["FitsCalls", "fit_call"]
 
 _INDENT = "    "
 
@@ -119,3 +119,51 @@ def _lines(statement: cst.SimpleStatementLine) -> list[str]:
     """The statement's lines, without its leading lines and line breaks, relative to its
     indentation."""
     return _code(statement.with_changes(leading_lines=())).splitlines()
+
+
+class FitsCalls(cst.CSTTransformer):
+    """A transformer base that lays out the calls it changed (`fit_call`) in the statements
+    that hold them: a subclass hands each new call to `changed` as it returns it.
+
+    Only where the statement was laid out as the formatters lay it out before the change: a
+    line that was already too long, or a call the formatters would have joined, says the
+    file is not formatted, and its layout is the user's."""
+
+    def __init__(self, default_indent: str, line_length: int) -> None:
+        super().__init__()
+        self._default_indent = default_indent
+        self._line_length = line_length
+        self._indents: list[str] = []
+        self._changed: list[tuple[cst.Call, cst.Call]] = []
+
+    def changed(self, original: cst.Call, call: cst.Call) -> cst.Call:
+        """`call`, the new `original`, noted to be laid out with its statement."""
+        self._changed.append((original, call))
+        return call
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._indents.append(self._default_indent if node.indent is None else node.indent)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        self._indents.pop()
+        return updated_node
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        changed, self._changed = self._changed, []
+        indent = "".join(self._indents)
+        before = _code(original_node)
+        for original, _ in changed:
+            if _code(fit_call(original_node, original, indent, self._line_length)) != before:
+                return updated_node
+        for _, call in changed:
+            updated_node = fit_call(updated_node, call, indent, self._line_length)
+        return updated_node
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseCompoundStatement):
+            # A call in a compound statement's header is not laid out (its line is not a
+            # simple statement); it must not be taken for one in the block's first line.
+            self._changed = []
+        return super().on_visit(node)

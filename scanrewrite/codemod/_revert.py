@@ -25,7 +25,7 @@ rewritten `y` (with the options that wrote it); `revert` of its own output chang
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -34,14 +34,14 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
-from scanrewrite.codemod._layout import fit_call
+from scanrewrite.codemod._layout import FitsCalls
 from scanrewrite.codemod._parsing import Parsed
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
-from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls
+from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
 from scanrewrite.targets import Target
 
-__all__ = ["revert"]
+__all__ = ["revert", "write_picks"]
 
 #: The runtime's defaults: dropping an argument with another value changes the memory.
 _DEFAULTS = {"checkpoint": "True", "levels": "1"}
@@ -122,6 +122,43 @@ def revert(
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
 
 
+def write_picks(
+    source: bytes,
+    picks: Mapping[int, Settings | None],
+    *,
+    line_length: int = 88,
+    first_party: Collection[str] = (),
+) -> UnrollResult:
+    """The tuner's write-back: the runtime calls starting on each picked line get its
+    `Settings` (`set_settings`), or, where the pick is None (the scan they replaced won
+    there), are reverted (`revert`). Lines in the result are those of `source`.
+
+    Raises `ValueError` and `SourceError` as `set_settings` does.
+    """
+    settings = {line: pick for line, pick in picks.items() if pick is not None}
+    reverts = sorted(line for line, pick in picks.items() if pick is None)
+    written = set_settings(source, settings, line_length)
+    if not reverts:
+        return written
+    # The calls keep their order: the n-th runtime call's line before and after.
+    before, after = _call_lines(source), _call_lines(written.code)
+    moved = dict(zip(before, after, strict=True)) if len(before) == len(after) else {}
+    back = {moved.get(line, line): line for line in reverts}
+    result = revert(written.code, lines=sorted(back), line_length=line_length, first_party=first_party)
+    return UnrollResult(
+        result.code,
+        tuple(sorted({*written.updated, *(back[call.line] for call in result.rewritten)})),
+        written.unchanged,
+        written.skipped + tuple(Skipped(back.get(skip.line, skip.line), skip.reason) for skip in result.skipped),
+    )
+
+
+def _call_lines(source: bytes) -> list[int]:
+    if b"scanrewrite" not in source:
+        return []
+    return sorted(RuntimeCalls(Parsed.from_bytes(source).module).by_line)
+
+
 @dataclass
 class _Plan:
     target: Target
@@ -163,7 +200,7 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-class _Revert(cst.CSTTransformer):
+class _Revert(FitsCalls):
     """Gives each planned call its original callee, drops its runtime-only arguments, and
     lays out the statements whose calls changed.
 
@@ -171,12 +208,8 @@ class _Revert(cst.CSTTransformer):
     `ImportPruner` finds the unused ones afterwards."""
 
     def __init__(self, plans: dict[cst.Call, _Plan], default_indent: str, line_length: int) -> None:
-        super().__init__()
+        super().__init__(default_indent, line_length)
         self._plans = plans
-        self._default_indent = default_indent
-        self._line_length = line_length
-        self._indents: list[str] = []
-        self._changed: list[cst.Call] = []
         self._top_level: dict[cst.CSTNode, int] = {}
         self._current: int | None = None
         #: The index in the module's body of the first statement with a reverted call: an
@@ -191,13 +224,6 @@ class _Revert(cst.CSTTransformer):
             self._current = self._top_level[node]
         return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._indents.append(self._default_indent if node.indent is None else node.indent)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        self._indents.pop()
-        return updated_node
-
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         plan = self._plans.get(original_node)
         if plan is None:
@@ -207,15 +233,4 @@ class _Revert(cst.CSTTransformer):
         assert plan.callee is not None
         func = cst.parse_expression(plan.callee).with_changes(lpar=updated_node.func.lpar, rpar=updated_node.func.rpar)
         names = {arg.keyword.value for arg in plan.dropped if arg.keyword is not None}
-        call = updated_node.with_changes(func=func, args=remove_args(updated_node, names))
-        self._changed.append(call)
-        return call
-
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine:
-        changed, self._changed = self._changed, []
-        indent = "".join(self._indents)
-        for call in changed:
-            updated_node = fit_call(updated_node, call, indent, self._line_length)
-        return updated_node
+        return self.changed(original_node, updated_node.with_changes(func=func, args=remove_args(updated_node, names)))
