@@ -26,7 +26,7 @@ rewritten `y` (with the options that wrote it); `revert` of its own output chang
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -140,6 +140,12 @@ def write_picks(
     written = set_settings(source, settings, line_length)
     if not reverts:
         return written
+    # A pragma that pins a call's settings wins over a revert as over any other pick.
+    pinned = _pinned(source, reverts)
+    reverts = [line for line in reverts if line not in pinned]
+    written = replace(written, skipped=written.skipped + tuple(Skipped(line, pinned[line]) for line in pinned))
+    if not reverts:
+        return written
     # The calls keep their order: the n-th runtime call's line before and after.
     before, after = _call_lines(source), _call_lines(written.code)
     moved = dict(zip(before, after, strict=True)) if len(before) == len(after) else {}
@@ -151,6 +157,20 @@ def write_picks(
         written.unchanged,
         written.skipped + tuple(Skipped(back.get(skip.line, skip.line), skip.reason) for skip in result.skipped),
     )
+
+
+def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
+    """The lines among `lines` whose calls a pragma pins (``unroll=N``), and why."""
+    if b"scanrewrite:" not in source:
+        return {}
+    calls = RuntimeCalls(Parsed.from_bytes(source).module)
+    pinned = {}
+    for line in lines:
+        for call, _ in calls.by_line.get(line, []):
+            pragma = calls.pragma(call)
+            if pragma.unroll is not None or pragma.levels is not None:
+                pinned[line] = "a pragma pins this call's settings"
+    return pinned
 
 
 def _call_lines(source: bytes) -> list[int]:
