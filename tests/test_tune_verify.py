@@ -13,12 +13,35 @@ import re
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
 from scanrewrite.tune._command import main
+from scanrewrite.tune._verify import Tolerance, compare, to_host
 from tests.test_tune import invoke, load, project, write  # noqa: F401 - `project` is a fixture
 from tests.treecheck import assert_trees_close
+
+
+def test_compare_leaf_by_leaf_within_the_dtype_tolerance():
+    expected = {"loss": jnp.float32(2.0), "grad": jnp.array([1.0, 1e-7, -3.0]), "steps": jnp.array([1, 2])}
+    same = compare(to_host(expected), to_host(expected), Tolerance())
+    assert (same.max_rel_diff, same.agrees) == (0.0, True)
+    # A last-bit change in float32 passes; a small element far below the leaf's scale too.
+    close = {**expected, "grad": jnp.array([1.0 + 2e-7, 3e-7, -3.0])}
+    assert compare(to_host(close), to_host(expected), Tolerance()).agrees
+    for wrong in (
+        {**expected, "loss": jnp.float32(2.01)},
+        {**expected, "steps": jnp.array([1, 3])},
+        {**expected, "grad": jnp.array([1.0, jnp.nan, -3.0])},
+        {**expected, "grad": jnp.array([1.0, 1e-7, -3.0], jnp.float16)},
+        {"loss": jnp.float32(2.0), "grad": jnp.array([1.0, 1e-7, -3.0])},
+    ):
+        assert not compare(to_host(wrong), to_host(expected), Tolerance()).agrees, wrong
+    loss = {**expected, "loss": jnp.float32(2.01)}
+    assert compare(to_host(loss), to_host(expected), Tolerance()).max_rel_diff == pytest.approx(0.005, rel=1e-3)
+    assert compare(to_host(loss), to_host(expected), Tolerance(rtol=1e-2)).agrees
+    assert not compare(to_host(close), to_host(expected), Tolerance(rtol=0, atol=0)).agrees
 
 #: Each compilation draws a new constant at trace time: the program is not a function of
 #: its inputs alone, and two compilations of the original disagree.

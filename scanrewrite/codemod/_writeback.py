@@ -124,7 +124,9 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
             outcome = _why_not(call, resolved, sites.pragma(call))
             if outcome is None:
                 assert isinstance(resolved, Target)
-                outcome = _new_args(call, resolved, picks[line]) or _needs_jax(call, picks[line], sites, context)
+                outcome = _new_args(call, resolved, picks[line])
+                if outcome is not None and not isinstance(outcome, str):
+                    outcome = _needs_jax(call, picks[line], sites, context) or outcome
             if isinstance(outcome, str):
                 reasons.append(outcome)
             elif outcome is not None:
