@@ -72,18 +72,27 @@ def candidates(
     has_checkpoint: bool,
     levels: Sequence[int | str] = (),
     original: bool = False,
+    checkpointed: bool = True,
 ) -> list[Candidate]:
     """Every k with the written checkpoint mode and levels, then every k with each other
     combination of `checkpoints` (only where the call takes `checkpoint`) and `levels`
     (only where given: a `scan` site of at least `LEVELS_MIN_STEPS` steps); then, with
     `original`, the original scan. The written `unroll`, when it is an int not among `ks`,
-    is tried too, so the status quo is always measured."""
+    is tried too, so the status quo is always measured. Levels go only with a checkpointed
+    mode (`checkpointed`: whether the written one is): without checkpointing they change
+    nothing."""
     ks = list(dict.fromkeys(ks))
     if isinstance(written, int) and not isinstance(written, bool) and written > 0 and written not in ks:
         ks.append(written)
     modes: list[str | None] = [None, *(dict.fromkeys(checkpoints) if has_checkpoint else ())]
     depths: list[int | str | None] = [None, *dict.fromkeys(levels)]
-    found = [Candidate(k, mode, depth) for mode in modes for depth in depths for k in ks]
+    found = [
+        Candidate(k, mode, depth)
+        for mode in modes
+        for depth in depths
+        if depth is None or (mode != "none" and (mode is not None or checkpointed))
+        for k in ks
+    ]
     return found + [ORIGINAL_SCAN] if original else found
 
 

@@ -175,6 +175,7 @@ def tune(
             levels=[depth for depth in levels if depth != settings.get("levels", 1)]
             if is_scan and lengths.get(site, 0) >= LEVELS_MIN_STEPS else (),
             original=not keep_rewrites,
+            checkpointed=settings.get("checkpoint") is not False,
         )
     total = 2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats
     progress.begin(total)
