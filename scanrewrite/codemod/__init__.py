@@ -2,9 +2,11 @@
 
 `rewrite` is the pure function the command line uses: bytes in, `RewriteResult` out,
 no file I/O, no printing, no jax import. `ScanRewriteCommand` is the same transform as
-a libcst codemod, so it also runs under libcst's own runner::
+a libcst codemod, so it also runs under libcst's own runner:
 
-    python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+```bash
+python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+```
 
 A rewritten call keeps every argument, comment and line break the user wrote; only
 the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
@@ -24,16 +26,20 @@ The parts, each importing only those before it:
   `write_picks`, the tuner's write-back that reverts where the original won.
 - `_command`: `ScanRewriteCommand`, the libcst codemod.
 
-The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the details)::
+The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the details):
 
-    set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
-    set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
-    write_picks(source: bytes, picks: Mapping[int, Settings | None], line_length=88) -> UnrollResult
-    read_unroll(source: bytes) -> dict[int, int | None]
+```python
+set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
+write_picks(source: bytes, picks: Mapping[int, Settings | None], line_length=88) -> UnrollResult
+read_unroll(source: bytes) -> dict[int, int | None]
+```
 
-And its inverse, `scanrewrite --revert`::
+And its inverse, `scanrewrite --revert`:
 
-    revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResult
+```python
+revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResult
+```
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The revert: each runtime call becomes the call it replaced again (`scanrewrite --revert`).
 
-    revert(source: bytes, *, lines=None, line_length=88, first_party=()) -> RewriteResult
+```python
+revert(source: bytes, *, lines=None, line_length=88, first_party=()) -> RewriteResult
+```
 
 The inverse of `rewrite`, driven by the same table (`targets.TARGETS`): a call that resolves
 to a row's `replacement` calls the row's `qualified_name` again, and loses the keyword

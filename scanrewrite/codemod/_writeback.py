@@ -1,11 +1,13 @@
 """The write-back: set ``unroll=`` (and ``checkpoint=``, ``levels=``) on the runtime calls
 the rewrite made, at given lines.
 
-The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--check`::
+The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--check`:
 
-    set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
-    set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
-    read_unroll(source: bytes) -> dict[int, int | None]
+```python
+set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
+set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+read_unroll(source: bytes) -> dict[int, int | None]
+```
 
 `picks` maps a call site's line (1-based: the line of the call's first character, as
 `Rewritten.line` reports it, and as the runtime names the site, since the rewrite writes

@@ -51,10 +51,10 @@ class _Original:
         return "ORIGINAL"
 
 
-#: `override(unroll=ORIGINAL)`: the call runs as the scan it replaced (`jax.lax.scan` with
-#: `unroll=1`, or `equinox.internal.scan`), not chunked and not checkpointed. The baseline
-#: `scanrewrite.tune` measures every candidate against.
 ORIGINAL = _Original()
+"""`override(unroll=ORIGINAL)`: the call runs as the scan it replaced (`jax.lax.scan` with
+`unroll=1`, or `equinox.internal.scan`), not chunked and not checkpointed. The baseline
+`scanrewrite.tune` measures every candidate against."""
 
 
 class Site(NamedTuple):
