@@ -85,11 +85,13 @@ def test_candidates_with_levels_and_the_original():
     found = candidates([1, 2], ("none",), written=1, has_checkpoint=True, levels=(2, "auto"), original=True)
     assert [str(c) for c in found] == [
         "k=1", "k=2", "k=1, levels=2", "k=2, levels=2", "k=1, levels=auto", "k=2, levels=auto",
-        "k=1, checkpoint=False", "k=2, checkpoint=False", "k=1, checkpoint=False, levels=2",
-        "k=2, checkpoint=False, levels=2", "k=1, checkpoint=False, levels=auto", "k=2, checkpoint=False, levels=auto",
+        # Without checkpointing, levels change nothing: not tried.
+        "k=1, checkpoint=False", "k=2, checkpoint=False",
         "original scan",
     ]
     assert found[-1] is ORIGINAL_SCAN and ORIGINAL_SCAN.original and not found[0].original
+    unchecked = candidates([1], ("dots_saveable",), written=1, has_checkpoint=True, levels=(2,), checkpointed=False)
+    assert [str(c) for c in unchecked] == ["k=1", "k=1, dots_saveable", "k=1, dots_saveable, levels=2"]
 
 
 def test_parse_levels():
