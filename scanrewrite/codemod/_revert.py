@@ -118,7 +118,9 @@ def revert(
     module = spellings.extend_from_imports(module)
     # As the rewrite: the import added first, placed knowing which lines go, then those go.
     dropped = whole_lines(parsed.module, unused)
-    module = apply_scheduled_imports(module, context, replacer.first_use, dropped, first_party)
+    # An import a reverted call needs goes before the first statement with one.
+    first_use = min((spellings.statement_of[call] for call in plans), default=None)
+    module = apply_scheduled_imports(module, context, first_use, dropped, first_party)
     module = module.visit(ImportPruner(unused, collapse_blank_lines=True))
     reverted.sort(key=lambda call: call.line)
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
@@ -232,26 +234,14 @@ class _Revert(FitsCalls):
     def __init__(self, plans: dict[cst.Call, _Plan], default_indent: str, line_length: int) -> None:
         super().__init__(default_indent, line_length)
         self._plans = plans
-        self._top_level: dict[cst.CSTNode, int] = {}
-        self._current: int | None = None
-        #: The index in the module's body of the first statement with a reverted call: an
-        #: import it needs goes before it.
-        self.first_use: int | None = None
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self._top_level = {statement: index for index, statement in enumerate(node.body)}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if node in self._top_level:
-            self._current = self._top_level[node]
         return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         plan = self._plans.get(original_node)
         if plan is None:
             return updated_node
-        if self.first_use is None:
-            self.first_use = self._current
         assert plan.callee is not None
         func = cst.parse_expression(plan.callee).with_changes(lpar=updated_node.func.lpar, rpar=updated_node.func.rpar)
         names = {arg.keyword.value for arg in plan.dropped if arg.keyword is not None}

@@ -15,6 +15,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import Scope
 
 from scanrewrite.codemod._import_order import sort_key
+from scanrewrite.codemod._parsing import top_level_indices
 from scanrewrite.targets import Target
 
 __all__ = ["Spellings"]
@@ -53,7 +54,7 @@ class Spellings:
         self._scopes = scopes
         self._line_length = line_length
         #: Each call's top-level statement's index in the module's body.
-        self._first = _top_level_indices(module, calls)
+        self.statement_of = top_level_indices(module, calls)
         #: Every (name, what it names) an import in the module binds, in file order.
         self._bindings = list(dict.fromkeys(pair for node in _imports(module) for pair in _bound_by(node)))
         #: Top-level packages to add ``import NAME`` for.
@@ -100,12 +101,13 @@ class Spellings:
         if reachable:
             name, meaning = max(reachable, key=lambda pair: len(pair[1]))
             return name + qualified[len(meaning) :]
-        for index, name in self._from_imports(call, qualified):
-            self._additions.setdefault(index, [])
-            if name not in self._additions[index]:
-                self._additions[index].append(name)
-            meaning = f"{get_full_name_for_node(self._module.body[index].body[0].module)}.{name}"
-            return name + qualified[len(meaning) :]
+        addition = self._from_import(call, qualified)
+        if addition is not None:
+            index, package, name = addition
+            names = self._additions.setdefault(index, [])
+            if name not in names:
+                names.append(name)
+            return name + qualified[len(f"{package}.{name}") :]
         top = qualified.partition(".")[0]
         if not self._unbound(call, top) and self._means(call, top) != top:
             return None
@@ -113,13 +115,12 @@ class Spellings:
             self.import_top.append(top)
         return qualified
 
-    def _from_imports(self, call: cst.Call, qualified: str) -> list[tuple[int, str]]:
-        """(index of a module-level ``from P import ...`` line before `call`, the name to add
-        to it) for each package P above `qualified` the file imports names from, the most
-        specific first, where the name is free and the line would still fit."""
+    def _from_import(self, call: cst.Call, qualified: str) -> tuple[int, str, str] | None:
+        """(index of a module-level ``from P import ...`` line before `call`, P, the name to
+        add to it) for the most specific package P above `qualified` the file imports names
+        from, where the name is free and the line would still fit; None if there is none."""
         parts = qualified.split(".")
-        found = []
-        first = self._first.get(call, len(self._module.body))
+        first = self.statement_of.get(call, len(self._module.body))
         for depth in range(len(parts) - 1, 0, -1):
             package, name = ".".join(parts[:depth]), parts[depth]
             if not self._unbound(call, name):
@@ -134,9 +135,8 @@ class Spellings:
                     and get_full_name_for_node(node.module) == package
                     and self._fits(statement, name)
                 ):
-                    found.append((index, name))
-                    break
-        return found
+                    return index, package, name
+        return None
 
     def _fits(self, statement: cst.SimpleStatementLine, name: str) -> bool:
         node = statement.body[0]
@@ -175,29 +175,6 @@ class _ImportCollector(cst.CSTVisitor):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         self.found.append(node)
         return False
-
-
-def _top_level_indices(module: cst.Module, nodes: Collection[cst.CSTNode]) -> dict[cst.CSTNode, int]:
-    """The index in `module`'s body of the top-level statement that holds each of `nodes`."""
-    finder = _TopLevelIndices(module, set(nodes))
-    module.visit(finder)
-    return finder.found
-
-
-class _TopLevelIndices(cst.CSTVisitor):
-    def __init__(self, module: cst.Module, nodes: set[cst.CSTNode]) -> None:
-        super().__init__()
-        self._top_level = {statement: index for index, statement in enumerate(module.body)}
-        self._nodes = nodes
-        self._current = 0
-        self.found: dict[cst.CSTNode, int] = {}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node in self._top_level:
-            self._current = self._top_level[node]
-        if node in self._nodes:
-            self.found[node] = self._current
-        return True
 
 
 def _name_key(name: str) -> tuple[int, str]:

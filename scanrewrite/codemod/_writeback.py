@@ -43,7 +43,7 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, r
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, read_pragmas
 from scanrewrite.codemod._imports import apply_scheduled_imports
 from scanrewrite.codemod._layout import FitsCalls
-from scanrewrite.codemod._parsing import Parsed, node_lines
+from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
@@ -144,31 +144,9 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     if not edits:
         return UnrollResult(source, (), tuple(unchanged), tuple(skipped))
     module = parsed.module.visit(_SetArgs(edits, sites.targets, parsed.module.default_indent, line_length))
-    module = apply_scheduled_imports(module, context, _first_statement(parsed.module, edits))
+    first_use = min(top_level_indices(parsed.module, edits).values(), default=None)
+    module = apply_scheduled_imports(module, context, first_use)
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
-
-
-def _first_statement(module: cst.Module, calls: Mapping[cst.Call, object]) -> int | None:
-    """The index of the first top-level statement holding one of `calls`."""
-    finder = _FirstStatement(module, set(calls))
-    module.visit(finder)
-    return finder.found
-
-
-class _FirstStatement(cst.CSTVisitor):
-    def __init__(self, module: cst.Module, calls: set[cst.Call]) -> None:
-        super().__init__()
-        self._top_level = {statement: index for index, statement in enumerate(module.body)}
-        self._calls = calls
-        self._current: int | None = None
-        self.found: int | None = None
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node in self._top_level:
-            self._current = self._top_level[node]
-        if node in self._calls and self.found is None:
-            self.found = self._current
-        return self.found is None
 
 
 def read_unroll(source: bytes) -> dict[int, int | None]:
