@@ -68,13 +68,14 @@ def revert(
     default was dropped (the memory that setting saved is gone). A call is left alone, with
     the reason in `skipped`, under a `# scanrewrite: skip` pragma, or when no spelling of
     the API can reach it. (A runtime-only option passed through `**kwargs` stays there: the
-    original then refuses it, loudly, when called.) Raises
-    `SourceError` for source that cannot be decoded, parsed or reproduced byte for byte.
+    original then refuses it, loudly, when called.) Raises `SourceError` for source that
+    holds the bytes ``scanrewrite`` and cannot be decoded, parsed or reproduced byte for byte.
     """
-    parsed = Parsed.from_bytes(source)
     wanted = None if lines is None else set(lines)
     if b"scanrewrite" not in source:
+        # No runtime call can be spelled without those bytes: nothing to read.
         return RewriteResult(source, (), tuple(Skipped(line, NO_CALL) for line in sorted(wanted or ())))
+    parsed = Parsed.from_bytes(source)
     calls = RuntimeCalls(parsed.module)
     if calls.skip_file is not None:
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
