@@ -376,8 +376,8 @@ def first_party_names(root: Path) -> frozenset[str]:
 
 def formatter_line_length(root: Path) -> int:
     """The line length ruff format or black use in the project at `root`: `line-length` in
-    `[tool.ruff]`, else in `[tool.black]`, of its `pyproject.toml`; 88, their default, if
-    neither sets one (or the file cannot be read)."""
+    `[tool.ruff]`, else in `[tool.black]` (or `[tool.pyink]`, Google's black), of its
+    `pyproject.toml`; 88, their default, if none sets one (or the file cannot be read)."""
     pyproject = find_pyproject(root)
     if pyproject is None:
         return 88
@@ -386,7 +386,7 @@ def formatter_line_length(root: Path) -> int:
             tools = tomllib.load(file).get("tool", {})
     except (OSError, tomllib.TOMLDecodeError):
         return 88
-    for tool in ("ruff", "black"):
+    for tool in ("ruff", "black", "pyink"):
         length = tools.get(tool, {}).get("line-length") if isinstance(tools.get(tool), dict) else None
         if isinstance(length, int) and not isinstance(length, bool) and length > 0:
             return length

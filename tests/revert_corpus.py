@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scanrewrite.codemod import SourceError, may_rewrite, revert, rewrite
+from scanrewrite.files import find_project_root, formatter_line_length
 
 
 @dataclass
@@ -205,7 +206,9 @@ def _check(path: Path) -> tuple[str, Outcome | None, str | None]:
             if b"scanrewrite" in source and revert(source).code != source:
                 return str(path), Outcome("unchanged", ["revert changed a file without runtime calls"]), None
             return str(path), Outcome("unchanged"), None
-        return str(path), round_trip(source, {"unroll": 4}), None
+        # The line length of the file's own project, as the command line reads it.
+        line_length = formatter_line_length(find_project_root([str(path)]))
+        return str(path), round_trip(source, {"unroll": 4}, line_length=line_length), None
     except SourceError as exc:
         return str(path), None, str(exc)
     except RecursionError:

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scanrewrite.codemod import revert, rewrite
+from scanrewrite.codemod import revert
 from tests import test_codemod, test_codemod_bytes, test_codemod_imports, test_codemod_levels, test_codemod_skips
 from tests.revert_corpus import Outcome, corpus_files, round_trip
 

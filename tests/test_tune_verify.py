@@ -10,6 +10,7 @@ large for the device, or one with a trace-time side effect, would behave differe
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import jax
@@ -17,10 +18,16 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
-from scanrewrite.tune._command import main
 from scanrewrite.tune._verify import Tolerance, compare, to_host
-from tests.test_tune import invoke, load, project, write  # noqa: F401 - `project` is a fixture
+from tests.test_tune import invoke, load, write
 from tests.treecheck import assert_trees_close
+
+
+@pytest.fixture
+def project(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """conftest's project folder, with `sys.path` restored after the tuner's factory import."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return project
 
 
 def test_compare_leaf_by_leaf_within_the_dtype_tolerance():
