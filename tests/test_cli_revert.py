@@ -86,7 +86,16 @@ def f(step_function, initial_state, inputs):
 """
 
 
-@pytest.mark.parametrize(("config", "joined"), [("", True), ("[tool.ruff]\nline-length = 60\n", False)])
+@pytest.mark.parametrize(
+    ("config", "joined"),
+    [
+        ("", True),
+        ("[tool.ruff]\nline-length = 60\n", False),
+        ("[tool.black]\nline-length = 60\n", False),
+        ("[tool.pyink]\nline-length = 60\n", False),
+        ("[tool.black]\nline-length = 100\n[tool.ruff]\nline-length = 60\n", False),
+    ],
+)
 def test_the_line_length_comes_from_the_formatters_configuration(project: Path, config: str, joined: bool) -> None:
     write(project, {"pyproject.toml": config, "a.py": HUGGED})
     assert invoke("--revert", "a.py").exit_code == 0
