@@ -33,7 +33,7 @@ from scanrewrite.files import (
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
-from scanrewrite.targets import CHECKPOINT_POLICIES
+from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
 
 #: Options that `[tool.scanrewrite]` may set: key (the long option name) -> click parameter.
 #: The mode (`--check`, `--diff`), stdin and `--config` itself belong to one invocation.
@@ -42,6 +42,7 @@ CONFIG_KEYS = {
     "no-checkpoint": "no_checkpoint",
     "policy": "policy",
     "levels": "levels",
+    "targets": "targets",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
     "force-exclude": "force_exclude",
@@ -141,6 +142,22 @@ class _Levels(click.ParamType):
         self.fail(f"must be a positive integer or 'auto', got {value!r}", param, ctx)
 
 
+class _Targets(click.ParamType):
+    """Names out of `TARGET_NAMES`, comma-separated (or a list of them, from TOML)."""
+
+    name = "targets"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value):
+            value = ",".join(value)
+        if not isinstance(value, str):
+            self.fail(f"expected names separated by commas, got {value!r}", param, ctx)
+        try:
+            return tuple(target.name for target in select(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def _write_stdout(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
@@ -169,14 +186,23 @@ def _write_stdout(data: bytes) -> None:
     "--levels",
     type=_Levels(),
     metavar="N|auto",
-    help="Write levels=N (or levels=\"auto\") into every rewritten jax.lax.scan call: nested checkpointing "
+    help="Write levels=N (or levels=\"auto\") into every rewritten call: nested checkpointing "
     "(eqxi.scan calls get none).",
 )
 @click.option(
     "--revert",
     is_flag=True,
-    help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan and equinox.internal.scan "
-    "calls they replaced (dropping unroll=, checkpoint= and levels=).",
+    help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan, equinox.internal.scan, "
+    "jax.lax.fori_loop and jax.lax.map calls they replaced (dropping unroll=, checkpoint= and levels=).",
+)
+@click.option(
+    "--targets",
+    type=_Targets(),
+    default=",".join(DEFAULT_TARGETS),
+    show_default=True,
+    metavar="NAMES",
+    help=f"The APIs whose calls are rewritten, comma-separated, out of {', '.join(TARGET_NAMES)}. "
+    "Add lax.fori_loop and lax.map for loops that are differentiated.",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout.")
@@ -222,6 +248,7 @@ def main(
     policy: str | None,
     levels: int | str | None,
     revert: bool,
+    targets: tuple[str, ...],
     check: bool,
     diff: bool,
     stdin_filename: str | None,
@@ -235,8 +262,8 @@ def main(
     config: str | None,
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
-    or '-' for stdin) into chunked, checkpointed scans with an unrolled body; with --revert,
-    turn them back.
+    or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
+    also jax.lax.fori_loop and jax.lax.map calls); with --revert, turn them back.
 
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
@@ -249,10 +276,12 @@ def main(
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
     if revert:
-        for name in ("unroll", "no_checkpoint", "policy", "levels"):
+        for name in ("unroll", "no_checkpoint", "policy", "levels", "targets"):
             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--revert and --{name.replace('_', '-')} cannot be used together")
-    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, revert=revert)
+    mode = Mode(
+        unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets, revert=revert
+    )
     write_back = WriteBack.from_configuration(check=check, diff=diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(
@@ -314,7 +343,7 @@ def _process_stdin(
         if write_back.writes:
             _write_stdout(original)
         return
-    result = screen(original, display)
+    result = screen(original, display, mode)
     code = original
     if result is None:
         result, code = rewrite_bytes(original, display, mode, write_back)

@@ -30,7 +30,7 @@ from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
-from scanrewrite.targets import TARGETS
+from scanrewrite.targets import DEFAULT_TARGETS, TARGETS
 
 __all__ = ["CellChange", "NotebookError", "NotebookResult", "is_notebook", "notebook_diff", "rewrite_notebook"]
 
@@ -123,7 +123,8 @@ def rewrite_notebook(
             unparsed[index] = problem
     sources = {cell.index: cell.source for cell in notebook.cells}
     transform = transform or functools.partial(rewrite, **options)
-    result, program = _rewrite_cells(masked, unparsed, sources, salt, transform)
+    targets = options.get("targets", DEFAULT_TARGETS)
+    result, program = _rewrite_cells(masked, unparsed, sources, salt, transform, targets)
     if result is None or not result.changed:
         return NotebookResult(
             source, (), (), _calls(result, program, numbers, "skipped") if result else (), _unparsed(unparsed, numbers)
@@ -260,7 +261,7 @@ def _syntax_error(code: str) -> tuple[int | None, str] | None:
     return None
 
 
-def _rewrite_cells(masked, unparsed, sources, salt, transform):
+def _rewrite_cells(masked, unparsed, sources, salt, transform, targets):
     """Rewrite the joined cells; a cell the rewrite cannot parse moves to `unparsed` and the
     rest are rewritten again. Returns (result or None when nothing can change, program)."""
     while True:
@@ -271,7 +272,7 @@ def _rewrite_cells(masked, unparsed, sources, salt, transform):
             cells.append((_KEEP, reference_call(f"__ipython_{salt}_keep__", texts) + "\n"))
         program = Program.join(cells, salt)
         code = program.code.encode("utf-8")
-        if not masked or not may_rewrite(code):
+        if not masked or not may_rewrite(code, targets):
             return None, program
         try:
             result = transform(code)

@@ -94,7 +94,7 @@ def _write_stdout(data: bytes) -> None:
               "or jax.checkpoint_policies names.")
 @click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
               callback=_parsed(parse_levels),
-              help="levels= to try too at jax.lax.scan sites of at least 64 steps, comma-separated "
+              help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "
               "('1' tries no other).")
 @click.option("--keep-rewrites", is_flag=True,
               help="Never pick the original scan at a site (by default a site where it is as fast, within "

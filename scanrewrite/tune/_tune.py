@@ -107,11 +107,12 @@ def tune(
         returning loss and gradients. It is compiled whole with `jax.jit` for every
         configuration; array leaves of the arguments are its inputs, other leaves are held fixed.
     - `ks`: the chunk sizes to try at every site (the written `unroll` is always tried too).
-    - `checkpoints`: checkpoint modes to try besides the written one, at `scan` sites
-        (`eqxi_scan` has none): `"none"` (`checkpoint=False`), `"checkpoint"` (`True`), or names
-        of `jax.checkpoint_policies`; each is tried with every k.
-    - `levels`: the `levels` to try besides the written one, at `scan` sites of at least 64
-        steps; each is tried with every k and checkpoint mode. `()` tries none.
+    - `checkpoints`: checkpoint modes to try besides the written one, at every site but
+        `eqxi_scan` ones (which have none): `"none"` (`checkpoint=False`), `"checkpoint"`
+        (`True`), or names of `jax.checkpoint_policies`; each is tried with every k.
+    - `levels`: the `levels` to try besides the written one, at sites of at least 64 steps
+        but `eqxi_scan` ones (which have none); each is tried with every k and checkpoint
+        mode. `()` tries none.
     - `keep_rewrites`: do not try the original scan at each site (so the pick is always a
         setting of the rewritten call).
     - `repeats`: timed calls of each configuration, interleaved across the configurations
@@ -125,7 +126,7 @@ def tune(
     **Returns:**
 
     A `TuneReport`. Every number is also given as a ratio to the same function with every site
-    run as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`), measured in the
+    run as the call it replaced (`jax.lax.scan`, `equinox.internal.scan`, ...), measured in the
     same run. Sites are tuned one at a time, in the order first traced: the sites before hold
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
@@ -160,20 +161,20 @@ def tune(
     found = {site: call.settings for site, call in calls.items()}
     if not found:
         raise TuneError(
-            "the function traces no rewritten call (scanrewrite.runtime.scan or eqxi_scan); "
-            "rewrite its scans with `scanrewrite` first"
+            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
+            "or map); rewrite its scans with `scanrewrite` first"
         )
     lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels else {}
     tried = {}
     for site, settings in found.items():
-        is_scan = calls[site].api == "scan"
+        options = calls[site].api != "eqxi_scan"  # it has neither checkpoint nor levels
         tried[site] = candidates(
             ks,
             [mode for mode in checkpoints if mode != _mode(settings.get("checkpoint"))],
             written=settings.get("unroll"),
-            has_checkpoint=is_scan,
+            has_checkpoint=options,
             levels=[depth for depth in levels if depth != settings.get("levels", 1)]
-            if is_scan and lengths.get(site, 0) >= LEVELS_MIN_STEPS else (),
+            if options and lengths.get(site, 0) >= LEVELS_MIN_STEPS else (),
             original=not keep_rewrites,
             checkpointed=settings.get("checkpoint") is not False,
         )
@@ -226,7 +227,7 @@ def tune(
             if error is not None:
                 errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
-            label = f"original {_ORIGINALS[calls[site].api]}" if candidate.original else str(candidate)
+            label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
             row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
             if _written(candidate, settings):
                 row.label += " (written)"
