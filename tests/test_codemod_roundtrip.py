@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from scanrewrite.codemod import revert
 from tests import test_codemod, test_codemod_bytes, test_codemod_imports, test_codemod_levels, test_codemod_skips
 from tests.revert_corpus import Outcome, corpus_files, round_trip
+from tests.update_goldens import golden_options
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -124,7 +125,7 @@ def _fixture_round_trips() -> dict[str, bytes]:
 @pytest.mark.parametrize("name", sorted(path.stem for path in FIXTURES.glob("*.py")))
 def test_round_trip_over_every_fixture(name: str):
     golden = (GOLDENS / f"{name}.py").read_bytes()
-    outcome = round_trip((FIXTURES / f"{name}.py").read_bytes(), {"unroll": 4}, golden, FIXTURE_LINE_LENGTH)
+    outcome = round_trip((FIXTURES / f"{name}.py").read_bytes(), golden_options(name), golden, FIXTURE_LINE_LENGTH)
     assert outcome.problems == []
     assert outcome.reverted == _fixture_round_trips()[name]
 
