@@ -4,9 +4,11 @@ generated family of programs and a sample of real files.
 For `y = rewrite(x)` and `z = revert(y)`:
 
 - `z` imports nothing it does not use (beyond what `x` did not use: ruff's F401);
-- `z` is `x` byte for byte where the rewrite kept the import the call used, `x` passes no
-  `unroll=` int literal (the rewrite cannot tell the user's from its own), and `x` holds no
-  runtime call already;
+- `z` is `x` byte for byte where the rewrite kept the import the call used, `x` reaches the
+  API's module through one import only, passes no `unroll=` int literal (the rewrite cannot
+  tell the user's from its own), lays its calls out as the formatters do, and holds no
+  runtime call already (blank lines aside, where `x` lacks those the sorters put around an
+  import block);
 - `rewrite(z)` is `y` (with the options that wrote `y`), under the same conditions but the
   import; so `z` calls the same APIs with the same arguments as `x`, which is how `z`
   computes what `x` computes (`test_fixtures.py` runs the reverted fixtures too);
