@@ -116,7 +116,7 @@ def _rewrite_notebook_bytes(
 ) -> tuple[FileResult, bytes]:
     """`rewrite_bytes` for a Jupyter notebook: calls and errors are located as `cell N:line L`."""
     try:
-        result = rewrite_notebook(original, transform=transform(mode))
+        result = rewrite_notebook(original, transform=transform(mode), targets=mode.targets)
     except (NotebookError, SourceError) as exc:
         return FileResult(display, error=(exc.line, exc.message)), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others

@@ -95,7 +95,8 @@ def rewrite_notebook(
 
     `options` are the keyword options of `scanrewrite.codemod.rewrite` (`unroll`, `checkpoint`, ...);
     `transform`, if given, is used instead of that rewrite (`scanrewrite.codemod.revert`, say:
-    the cells are joined, transformed and split back the same way). A notebook that is not UTF-8,
+    the cells are joined, transformed and split back the same way); `options` then only say
+    the `targets`, whose calls may change. A notebook that is not UTF-8,
     not JSON, or not a valid nbformat 4 notebook raises `NotebookError`. A notebook whose
     kernel is not Python, and cells whose cell magic is not Python (`%%bash`), are left as
     they are; a code cell that cannot be parsed is left as it is and listed in `unparsed`.
