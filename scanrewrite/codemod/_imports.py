@@ -36,12 +36,13 @@ def schedule_import_removal(
     the common case where the import is still needed.
     """
     unused = unused_imports(scopes, callees)
+    unused_names = {name for names in unused.values() for name in names}
     context = replace(context, wrapper=wrapper)
     scheduled: set[tuple[str, Scope | None]] = set()
     for callee in callees:
         # The same spelling in the same scope finds the same imports.
         name = get_full_name_for_node(callee)
-        if (name, scopes[callee]) in scheduled or _root(callee) not in {n for names in unused.values() for n in names}:
+        if (name, scopes[callee]) in scheduled or _root(callee) not in unused_names:
             continue
         RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
         if name is not None:
@@ -114,7 +115,6 @@ def apply_scheduled_imports(
     first_use: int | None = None,
     dropped: Collection[int] = (),
     first_party: Collection[str] = (),
-    collapse_blank_lines: bool = False,
 ) -> cst.Module:
     """`module` with the import additions and removals scheduled in `context` made.
 
@@ -124,9 +124,7 @@ def apply_scheduled_imports(
     sorters put it (see `_import_order`), before the top-level statement at index
     `first_use`, adding only its own line and the blank lines a section needs.
     `dropped` are the indices of the import lines that will be removed; `first_party`
-    the top-level names of the user's own packages. With `collapse_blank_lines`, the blank
-    lines above a removed line are dropped where the next statement starts with blank lines
-    of its own (an import section of one line gone, as the sorters leave it).
+    the top-level names of the user's own packages.
     """
     items = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
     dropped = set(dropped)
@@ -147,8 +145,7 @@ def apply_scheduled_imports(
         # that occur twice in it are whitespace `append_args` reused, whose
         # metadata nobody reads.
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        remover = _RemoveImportsKeepingLines(replace(context, wrapper=wrapper), collapse_blank_lines=collapse_blank_lines)
-        module = wrapper.visit(remover)
+        module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper)))
     return module
 
 
