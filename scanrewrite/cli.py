@@ -191,6 +191,12 @@ def _write_stdout(data: bytes) -> None:
     "(eqxi.scan calls get none).",
 )
 @click.option(
+    "--revert",
+    is_flag=True,
+    help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan, equinox.internal.scan, "
+    "jax.lax.fori_loop and jax.lax.map calls they replaced (dropping unroll=, checkpoint= and levels=).",
+)
+@click.option(
     "--targets",
     type=_Targets(),
     default=",".join(DEFAULT_TARGETS),
@@ -248,6 +254,7 @@ def main(
     no_checkpoint: bool,
     policy: str | None,
     levels: int | str | None,
+    revert: bool,
     targets: tuple[str, ...],
     line_length: int | None,
     check: bool,
@@ -264,7 +271,7 @@ def main(
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
     or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
-    also jax.lax.fori_loop and jax.lax.map calls).
+    also jax.lax.fori_loop and jax.lax.map calls); with --revert, turn them back.
 
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
@@ -276,10 +283,18 @@ def main(
     if stdin_filename is not None and "-" not in paths:
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
-    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets)
+    if revert:
+        for name in ("unroll", "no_checkpoint", "policy", "levels", "targets"):
+            if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--revert and --{name.replace('_', '-')} cannot be used together")
+    mode = Mode(
+        unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets, revert=revert
+    )
     write_back = WriteBack.from_configuration(check=check, diff=diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
-    report = Report(write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color)
+    report = Report(
+        write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color, reverting=revert
+    )
     diff_color = color if color is not None else not no_color and sys.stdout.isatty()
     if not paths:
         if not quiet:

@@ -116,14 +116,15 @@ def formatter_line_length(root: Path) -> int:
     """The line length of the project's formatter, read from its files in `root`.
 
     ruff reads `.ruff.toml`, else `ruff.toml`, else `[tool.ruff]` in `pyproject.toml`;
-    black reads `[tool.black]`. A ruff `[format]` table says ruff is the formatter;
-    otherwise black's setting wins over a ruff one (which may be there for the linter
-    only). A file that cannot be read counts as absent: this only lays out lines.
+    black reads `[tool.black]` (pyink, Google's black, `[tool.pyink]`). A ruff `[format]`
+    table says ruff is the formatter; otherwise black's setting wins over a ruff one
+    (which may be there for the linter only). A file that cannot be read counts as
+    absent: this only lays out lines.
     """
     ruff_file = next((_toml(root / name) for name in (".ruff.toml", "ruff.toml") if (root / name).is_file()), None)
     tool = (_toml(root / "pyproject.toml") or {}).get("tool", {})
     ruff = ruff_file if ruff_file is not None else tool.get("ruff", {})
-    black = tool.get("black", {})
+    black = tool.get("black") or tool.get("pyink") or {}
     ruff_length, black_length = _length(ruff), _length(black)
     if isinstance(ruff.get("format"), dict) or black_length is None:
         return ruff_length or DEFAULT_LINE_LENGTH

@@ -14,7 +14,8 @@ from scanrewrite.targets import DEFAULT_TARGETS
 
 @dataclass(frozen=True)
 class Mode:
-    """Options of the rewrite itself, passed unchanged to `scanrewrite.codemod.rewrite`.
+    """Options of the transform itself, passed unchanged to `scanrewrite.codemod.rewrite`
+    (or `revert`).
 
     Frozen and hashable, so it travels to worker processes as it is.
     """
@@ -32,8 +33,11 @@ class Mode:
     #: The project's own top-level packages and modules, which import sorters call
     #: first-party: the added import goes before them (see `scanrewrite.codemod`).
     first_party: frozenset[str] = frozenset()
-    #: The formatters' line length: a rewritten call that no longer fits is laid out
-    #: as they would (see `scanrewrite.codemod.rewrite`).
+    #: Undo the rewrite instead (`--revert`): the options above other than `first_party`
+    #: and `line_length` then do not apply.
+    revert: bool = False
+    #: The formatters' line length: a call the transform makes longer or shorter is laid
+    #: out as they would (see `scanrewrite.codemod.rewrite`).
     line_length: int = 88
 
 

@@ -23,6 +23,8 @@ LAYERS = (
     "_imports",
     "_rewrite",
     "_writeback",
+    "_spelling",
+    "_revert",
     "_command",
     "__init__",
 )

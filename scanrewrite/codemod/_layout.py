@@ -115,12 +115,12 @@ class KeepLayout(cst.CSTTransformer):
             line_length = None
         self._line_length = line_length
         self._indents: list[str] = []
-        self._edits = 0
-        self._edits_before: list[int] = []
+        self._edit_count = 0
+        self._edit_count_before: list[int] = []
 
     def edited(self) -> None:
         """Note that the statement being visited changes."""
-        self._edits += 1
+        self._edit_count += 1
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._indents.append(self._module.default_indent if node.indent is None else node.indent)
@@ -138,12 +138,12 @@ class KeepLayout(cst.CSTTransformer):
         return updated_node
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self._edits_before.append(self._edits)
+        self._edit_count_before.append(self._edit_count)
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        if self._edits_before.pop() == self._edits or self._line_length is None:
+        if self._edit_count_before.pop() == self._edit_count or self._line_length is None:
             return updated_node
         return relayout(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
 
