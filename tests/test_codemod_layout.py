@@ -16,6 +16,7 @@ LAYERS = (
     "_arguments",
     "_format_lines",
     "_format_split",
+    "_format_tokens",
     "_layout",
     "_discovery",
     "_checkpoints",

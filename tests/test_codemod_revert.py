@@ -408,6 +408,58 @@ REVERT = [
         import jax
         import scanrewrite.runtime
 
+
+        def f():
+            return (
+                scanrewrite.runtime.scan(
+                    step,
+                    initial_state,
+                    inputs,
+                    unroll=4,
+                    checkpoint=jax.checkpoint_policies.dots_saveable,
+                ),
+                jax.lax.cond,
+            )
+        """,
+        """\
+        import jax
+
+
+        def f():
+            return jax.lax.scan(step, initial_state, inputs), jax.lax.cond
+        """,
+        id="commas and parentheses the formatters add to a split go when it fits again",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
+        h, ys = scanrewrite.runtime.scan(
+            step,
+            h0,
+            xs,
+            unroll=4,
+        )
+        z = (scanrewrite.runtime.scan(f, c, xs, unroll=4), jax.lax.cond)
+        """,
+        """\
+        import jax
+
+        h, ys = jax.lax.scan(
+            step,
+            h0,
+            xs,
+        )
+        z = (jax.lax.scan(f, c, xs), jax.lax.cond)
+        """,
+        id="the user's magic trailing comma and parentheses stay",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
         y = (scanrewrite.runtime.scan)(f, c, xs, unroll=4)
         z = [scanrewrite.runtime.scan(g, c, x, unroll=4)[0] for x in xss]
         """,
