@@ -129,12 +129,14 @@ def _normalized(code: bytes) -> str:
 
 def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, line_length: int = 88) -> Outcome:
     """`y = rewrite(x, **options)` (unless given), `z = revert(y)`, and the properties they
-    must have.
+    must have. Both lay out at `line_length`, as the command line does with the project's
+    (a given `y` must have been written at it).
 
     Blank lines aside: where `x` does not have the blank lines the sorters put around an
     import block, the rewrite's new block gets them, and they stay.
     """
     runtime_code = b"scanrewrite.runtime" in x or b"from scanrewrite" in x
+    options = {"line_length": line_length, **options}
     calls = 0
     if y is None:
         result = rewrite(x, **options)
@@ -151,7 +153,7 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     except SyntaxError as exc:
         return Outcome("broken", [f"the reverted code does not parse: {exc}"])
     # (Without a runtime call left, `revert` has nothing to do: it reads no further.)
-    if (b"scanrewrite.runtime" in z or b"from scanrewrite" in z) and revert(z).code != z:
+    if (b"scanrewrite.runtime" in z or b"from scanrewrite" in z) and revert(z, line_length=line_length).code != z:
         problems.append("revert(revert(y)) != revert(y)")
     if b"scanrewrite.runtime" in z and b"scanrewrite.runtime" not in x and not any(
         isinstance(node, ast.Attribute) and ast.unparse(node).startswith("scanrewrite.runtime") for node in ast.walk(z_tree)
