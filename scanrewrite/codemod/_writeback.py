@@ -17,9 +17,10 @@ replaced where the call passes one (by keyword or, for `scan`, as the sixth posi
 argument), else appended in the call's own layout. A `Settings` may also set the checkpoint
 mode and `levels`: written as ``checkpoint=False`` or ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) and ``levels=N``, and left out (an argument
-there removed) where they are the runtime's defaults. A call the change makes too long, or
-short enough for one line again, is laid out as ruff format and black lay it out
-(`_layout`). Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
+there removed) where they are the runtime's defaults. A statement the formatters would
+leave as it is keeps their layout (`_layout`): a call the change makes too long, or short
+enough for one line again, is laid out as ruff format and black lay it out. Every other
+byte stays. Pure: bytes in, result out; no file I/O, no jax.
 
 A call is left alone and reported in `UnrollResult.skipped` (with its line and why) when a
 pragma on it says so (`# scanrewrite: skip`, or `# scanrewrite: unroll=N`, which wins over
