@@ -1,4 +1,5 @@
-"""A file that ruff format and black leave unchanged, they leave unchanged once rewritten.
+"""A file that ruff format and black leave unchanged, they leave unchanged once rewritten
+(and once the rewrite is reverted).
 
 Checked with the formatters themselves, at the default line length and a configured one,
 on every fixture and every before/after case of the codemod tests: each case as it is
@@ -17,7 +18,7 @@ import pytest
 from _pytest.mark.structures import ParameterSet
 from update_goldens import FIXTURE_DIR
 
-from scanrewrite.codemod import SourceError, rewrite
+from scanrewrite.codemod import SourceError, revert, rewrite
 from scanrewrite.targets import TARGET_NAMES
 
 black = pytest.importorskip("black", reason="black is in the test extras")
@@ -81,9 +82,14 @@ def _rewritten(source: str, line_length: int) -> str | None:
 
 
 @functools.cache
+def _reverted(code: str, line_length: int) -> str:
+    return revert(code.encode(), line_length=line_length).code.decode()
+
+
+@functools.cache
 def _checked(formatter: str, line_length: int, folder) -> tuple[int, list[str]]:
     """How many (case, layout) pairs the formatter left alone before the rewrite, and
-    those it changes after it, with the diff."""
+    those it changes after it, or after the revert of the rewrite, with the diff."""
     cases = _cases()
     names = list(cases)
 
@@ -103,6 +109,8 @@ def _checked(formatter: str, line_length: int, folder) -> tuple[int, list[str]]:
             candidates.append((f"{name} (as {formatter} lays it out)", formatted))
     rewritten = [(name, _rewritten(source, line_length)) for name, source in candidates]
     rewritten = [(name, code) for name, code in rewritten if code is not None]
+    checked = len(rewritten)
+    rewritten += [(f"{name}, reverted", _reverted(code, line_length)) for name, code in rewritten if "scanrewrite" in code]
     after = run([code for _, code in rewritten])
     broken = []
     for (name, code), formatted in zip(rewritten, after):
@@ -111,7 +119,7 @@ def _checked(formatter: str, line_length: int, folder) -> tuple[int, list[str]]:
 
             diff = "".join(difflib.unified_diff(code.splitlines(True), (formatted or "").splitlines(True), n=1))
             broken.append(f"{name}:\n{diff}")
-    return len(rewritten), broken
+    return checked, broken
 
 
 @pytest.mark.parametrize("line_length", LENGTHS)
