@@ -67,6 +67,8 @@ def relayout(
         else:
             return updated
         after, text = statement_leaves(updated, indent, module, bare)
+        if len(_trailing_commas(after)) != len(_trailing_commas(before)):
+            redundant = set()  # the edit took brackets away or added some: no telling which is which
         lines = lay_out(_without_commas(after, redundant), depth, line_length)
     except CannotLayOut:
         return updated
@@ -97,10 +99,10 @@ def _trailing_commas(leaves: list[Leaf]) -> list[int]:
 
 
 def _without_commas(leaves: list[Leaf], dropped: set[int]) -> list[Leaf]:
-    """Copies of `leaves` (`_copies`) without the `dropped` trailing commas (numbered in
-    the order of `_trailing_commas`); with all of them where there are not that many."""
+    """Copies of `leaves` (to lay out: `lay_out` changes those it is given) without the
+    `dropped` trailing commas, numbered in the order of `_trailing_commas`."""
     commas = _trailing_commas(leaves)
-    gone = {commas[number] for number in dropped} if dropped and max(dropped) < len(commas) else set()
+    gone = {commas[number] for number in dropped}
     kept = []
     for index, leaf in enumerate(leaves):
         if index in gone:
@@ -109,11 +111,6 @@ def _without_commas(leaves: list[Leaf], dropped: set[int]) -> list[Leaf]:
         if index - 1 in gone:
             kept[-1].flat = kept[-1].prefix = ""
     return kept
-
-
-def _copies(leaves: list[Leaf]) -> list[Leaf]:
-    """Leaves to lay out (`lay_out` changes those it is given) as `leaves` are now."""
-    return [leaf.copy() for leaf in leaves]
 
 
 def _redundant_commas(leaves: list[Leaf], depth: int, line_length: int, text: str) -> set[int] | None:
