@@ -192,7 +192,7 @@ def test_resolve_sees_the_users_call_line_and_its_settings_reach_the_program(mon
     jaxpr_eqxi = jax.make_jaxpr(lambda c: eqxi_scan(f, c, XS, kind="lax", unroll=7))(jnp.ones(3)); line_eqxi = _line()  # fmt: skip
     assert sites == [_override.Site(__file__, line), _override.Site(__file__, line_eqxi)]
     for program in (jaxpr, jaxpr_eqxi):
-        (outer,) = [eqn for eqn in program.eqns if eqn.primitive.name == "scan"]
+        outer = next(eqn for eqn in program.eqns if eqn.primitive.name == "scan")  # then the leftover's
         assert outer.params["length"] == 7 // 2  # resolved k = 2, not the 7 the call wrote
 
 

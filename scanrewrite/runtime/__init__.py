@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime import _chunks, _levels, _override, _staging
+from scanrewrite.runtime import _chunks, _levels, _override, _staging, _trace
 from scanrewrite.runtime._compat import lax_unroll
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
@@ -70,9 +70,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 # the residuals of both loops (1.5x `lax.scan`'s memory): this is `lax.scan`.
                 return jax.lax.scan(get_f(), init, xs, length, reverse, 1, _split_transpose)
             n = scan_length(xs, length)
+            xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
+            body = _trace.body(get_f(), init, xs)
             return _chunks.chunked(
-                get_f(),
-                init,
+                body,
                 xs,
                 n,
                 chunk_size(unroll, n),
@@ -204,10 +205,11 @@ def eqxi_scan(
                 )
 
             n = scan_length(xs, length)
-            identity = _chunks.identity
-            return _chunks.chunked(
-                get_f(), init, xs, n, chunk_size(unroll, n), False, outer, identity, identity, layout
-            )
+            # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: no replay.
+            body = _trace.body(get_f(), init, xs, replay=buffers is None)
+            # No lone chunk: equinox's loop is what checkpoints, also around a single chunk.
+            k = chunk_size(unroll, n)
+            return _chunks.chunked(body, xs, n, k, False, outer, _chunks.identity, None, layout)
 
         return run
 
