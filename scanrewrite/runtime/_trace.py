@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._compat import typeof
+from scanrewrite.runtime._compat import leading_slice, typeof
 
 tree_util = jax.tree_util
 
@@ -63,10 +63,6 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
     raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")
 
 
-def _struct(aval: Any, shape: tuple[int, ...]) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape, aval.dtype, weak_type=aval.weak_type)
-
-
 def _typematch(a: Any, b: Any) -> bool:
     """Same shape and dtype, whatever the weak types (`jax.lax.scan`'s test of a carry)."""
     return a.shape == b.shape and a.dtype == b.dtype
@@ -75,8 +71,10 @@ def _typematch(a: Any, b: Any) -> bool:
 def _trace(f: Callable, init: Any, xs: Any) -> tuple[Any, Any] | None:
     """(the closed jaxpr of `f`, its output structure), or None if `f` does not return a
     `(carry, y)` pair whose carry has `init`'s structure."""
-    carry = tree_util.tree_map(lambda leaf: _struct(typeof(leaf), typeof(leaf).shape), init)
-    x = tree_util.tree_map(lambda leaf: _struct(typeof(leaf), typeof(leaf).shape[1:]), xs)
+    # Abstract values, not shapes and dtypes: they keep weak types, shardings and the axes a
+    # value varies over inside `shard_map`, which decide how `f` traces.
+    carry = tree_util.tree_map(typeof, init)
+    x = tree_util.tree_map(lambda leaf: leading_slice(typeof(leaf)), xs)
     closed, out = jax.make_jaxpr(f, return_shape=True)(carry, x)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return None
