@@ -119,41 +119,42 @@ def main(argv=None) -> int:
             progress.step(f"round {repeat}: {cell[0]} {cell[1]} N={cell[2]}")
     for clock, index in (("CPU", 0), ("wall", 1)):
         for kind in args.kinds:
-            median = lambda impl, n: statistics.median(s[index] for s in seconds[kind, impl, n])
-            print_table(f"{kind} compile, {clock} time", args, lambda k, n: median(min(k, n), n) / median(BASE, n),
-                        lambda n: f"{median(BASE, n):.2f} s")  # fmt: skip
+            median = {(impl, n): statistics.median(s[index] for s in seconds[kind, impl, n]) for _, impl, n in cells}
+            print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s")
     if args.costs:
         costs(compiled, impls, args, inputs)
     return 0
 
 
-def print_table(title: str, args, ratio: Callable[[int, int], float], base: Callable[[int], str]) -> None:
-    worst = max(((ratio(k, n), k, n) for n in args.ns for k in args.ks))
-    print(f"{title}: runtime / lax.scan (worst {worst[0]:.2f}x at k={worst[1]}, N={worst[2]})\n")
+def print_table(title: str, args, values: dict[tuple, float], show_base: Callable[[float], str]) -> None:
+    """A markdown table of `values[k, n] / values[lax.scan, n]`, a row per N, a column per k."""
+    ratio = {(k, n): values[min(k, n), n] / values[BASE, n] for n in args.ns for k in args.ks}
+    worst, (k, n) = max((r, kn) for kn, r in ratio.items())
+    print(f"{title}: runtime / lax.scan (worst {worst:.2f}x at k={k}, N={n})\n")
     print("| N | lax.scan | " + " | ".join(f"k={k}" for k in args.ks) + " |")
     print("| ---: | ---: |" + " ---: |" * len(args.ks))
     for n in args.ns:
-        print(f"| {n} | {base(n)} | " + " | ".join(f"{ratio(k, n):.2f}" for k in args.ks) + " |")
+        print(f"| {n} | {show_base(values[BASE, n])} | " + " | ".join(f"{ratio[k, n]:.2f}" for k in args.ks) + " |")
     print()
 
 
 def costs(compiled: dict, impls: dict, args, inputs: tuple) -> None:
     """Temp memory and step time of the jit programs, as ratios to `lax.scan`'s."""
     kinds = [kind for kind in args.kinds if kind.startswith("jit")]
-    temp = {cell: fn.memory_analysis().temp_size_in_bytes for cell, fn in compiled.items()}
-    steps = {}
     progress = Progress(len(kinds) * len(args.ns))
+    temp, steps = {}, {}
     for kind in kinds:
         for n in args.ns:
             fns = {impl: compiled[kind, impl, n] for impl in impls[n]}
             for impl, times in interleaved_times(fns, inputs, repeats=15).items():
                 steps[kind, impl, n] = statistics.median(times)
+                temp[kind, impl, n] = fns[impl].memory_analysis().temp_size_in_bytes
             progress.step(f"step time {kind} N={n}")
     for kind in kinds:
-        print_table(f"{kind} temp memory", args, lambda k, n: temp[kind, min(k, n), n] / max(temp[kind, BASE, n], 1),
-                    lambda n: f"{temp[kind, BASE, n] / 1024:.0f} KiB")  # fmt: skip
-        print_table(f"{kind} step time", args, lambda k, n: steps[kind, min(k, n), n] / steps[kind, BASE, n],
-                    lambda n: f"{steps[kind, BASE, n] * 1e3:.2f} ms")  # fmt: skip
+        in_kind = lambda values, kind=kind: {(impl, n): v for (kd, impl, n), v in values.items() if kd == kind}
+        memory = {key: max(v, 1) for key, v in in_kind(temp).items()}  # a forward pass may need none
+        print_table(f"{kind} temp memory", args, memory, lambda b: f"{b / 1024:.0f} KiB")
+        print_table(f"{kind} step time", args, in_kind(steps), lambda t: f"{t * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":
