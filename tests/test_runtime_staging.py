@@ -15,6 +15,7 @@ import pytest
 
 import scanrewrite.runtime
 from scanrewrite.runtime import _override, _staging, eqxi_scan, scan
+from tests.test_runtime import pinned_layout
 from tests.treecheck import assert_trees_close
 
 TOL = dict(rtol=2e-5, atol=2e-5)
@@ -156,12 +157,13 @@ def test_bound_method_is_cached_on_its_instance():
     assert model.traces == traced
 
 
-def test_disable_jit_runs_op_by_op_and_agrees():
+@pytest.mark.parametrize("layout", ["rolled", "unrolled"])
+def test_disable_jit_runs_op_by_op_and_agrees(layout):
     """Nothing is staged or cached: without checkpointing `f` sees concrete arrays, every step."""
     f, init = Counted(), jnp.ones(3)
     seen = []
     step = lambda c, x: (seen.append(type(c)), f(c, x))[1]
-    with jax.disable_jit():
+    with jax.disable_jit(), pinned_layout(layout):
         actual = scan(step, init, XS, unroll=3, checkpoint=False)
         again = scan(step, init, XS, unroll=3, checkpoint=False)
         checkpointed = scan(f, init, XS, unroll=3)

@@ -45,8 +45,11 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
     is `f` itself, traced again wherever it is called (for a carry that the outer loop hands
     to `f` in another form, as equinox's `buffers` do). Where `f` does not return a
     `(carry, y)` pair of the carry's structure and types, `jax.lax.scan` is called so that
-    it raises its own error.
+    it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
+    concrete values step by step, as `jax.lax.scan` then calls it.
     """
+    if jax.config.jax_disable_jit:
+        return Body(f, init)
     init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
     traced = _trace(f, init, xs)
     if traced is not None:
