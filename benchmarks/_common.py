@@ -1,5 +1,5 @@
-"""What the benchmarks share: a progress bar, compiling with its costs, interleaved timing, and
-the largest relative difference between two results."""
+"""What the benchmarks share: a progress bar, compiling with its costs, interleaved timing, the
+largest relative difference between two results, and writing a figure."""
 
 from __future__ import annotations
 
@@ -61,3 +61,24 @@ def max_rel_diff(actual: Any, expected: Any) -> float:
             return math.inf
         worst = max(worst, float(np.max(np.abs(a - e)) / (np.max(np.abs(e)) + 1e-30)))
     return worst
+
+
+def figure(panels: int):
+    """A matplotlib figure with `panels` axes side by side (matplotlib is imported only here, so
+    the benchmarks run without it unless asked for a plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 3.8), layout="constrained")
+    return fig, list(axes) if panels > 1 else [axes]
+
+
+def save(fig, path: str, caption: str) -> None:
+    """Write `fig` to `path` (the format from its suffix), titled `caption` and the device and jax
+    it was measured on; say so on stderr."""
+    device = jax.devices()[0]
+    fig.suptitle(f"{caption}, {device.platform}, jax {jax.__version__}", fontsize=9)
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}", file=sys.stderr)

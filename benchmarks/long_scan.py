@@ -12,6 +12,7 @@ difference of the gradient from `lax.scan`'s. A progress bar goes to stderr.
 
     python benchmarks/long_scan.py                     # N in 256, 1024, 4096; k in 1, 2, 4
     python benchmarks/long_scan.py --ns 1024 --ks 4 --repeats 3
+    python benchmarks/long_scan.py --ks 4 --plot docs/img/long_scan.png   # and the figure
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-from _common import Progress, compile_with_costs, interleaved_times, max_rel_diff
+from _common import Progress, compile_with_costs, figure, interleaved_times, max_rel_diff, save
 
 import scanrewrite.runtime
 from scanrewrite.runtime import _levels
@@ -49,7 +50,7 @@ def make_variants(ks: list[int]) -> dict[str, tuple[Callable, int | None, int | 
     return variants
 
 
-def measure(n: int, args, progress: Progress) -> list[str]:
+def measure(n: int, args, progress: Progress, measured: dict) -> list[str]:
     carry_shape = (args.carry // 128, 128)
     carry_bytes = 4 * math.prod(carry_shape)
     c0 = jax.random.normal(jax.random.PRNGKey(0), carry_shape)
@@ -92,7 +93,33 @@ def measure(n: int, args, progress: Progress) -> list[str]:
             f"| {row['temp'] / base_temp:.3f} | {vs_one} | {median / base:.2f} | {median * 1e3:.1f} "
             f"| {row['compile']:.1f} | {row['diff']:.0e} |"
         )
+        measured.setdefault(name, {})[n] = (row["temp"] / carry_bytes, median / base)
     return lines
+
+
+def plot(measured: dict[str, dict[int, tuple[float, float]]], args) -> None:
+    """Compiled temp memory (in carries) and step time (vs `lax.scan`) against N, one line per
+    variant: the runtime's colour is its `levels`, its line style its k."""
+    fig, axes = figure(2)
+    colours = {"1": "tab:blue", "2": "tab:orange", "auto": "tab:green"}
+    styles = ["-", "--", ":", "-."]
+    for name, by_n in measured.items():
+        ns = sorted(by_n)
+        if name.startswith("scanrewrite"):
+            k, levels = (part.split("=")[1] for part in name.split()[1:])
+            style = dict(color=colours[levels], linestyle=styles[args.ks.index(int(k)) % len(styles)], marker="o")
+        else:
+            style = dict(color="grey", linestyle=styles[len(axes[0].lines) % len(styles)], marker="s")
+        for ax, index in zip(axes, (0, 1)):
+            ax.plot(ns, [by_n[n][index] for n in ns], label=name, **style)
+    axes[0].set(xscale="log", yscale="log", xlabel="N (steps)", ylabel="compiled temp memory, in carries")
+    axes[1].set(xscale="log", xlabel="N (steps)", ylabel="step time vs lax.scan", ylim=(0, None))
+    for ax in axes:
+        ax.minorticks_off()
+        ax.set_xticks(args.ns, [str(n) for n in args.ns])
+    axes[0].legend(fontsize=6)
+    carry = f"{4 * args.carry / 1024:g} KiB"
+    save(fig, args.plot, f"benchmarks/long_scan.py: jax.grad of N steps on a {carry} carry")
 
 
 def main(argv=None) -> int:
@@ -101,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4], help="chunk sizes for the runtime")
     parser.add_argument("--carry", type=int, default=16384, help="float32 carry elements, a multiple of 128")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per variant")
+    parser.add_argument("--plot", help="also write memory and step time against N to this image file (needs matplotlib)")
     args = parser.parse_args(argv)
     device = jax.devices()[0]
     print(
@@ -108,8 +136,11 @@ def main(argv=None) -> int:
         f"on {device.platform} ({device.device_kind}), jax {jax.__version__}\n"
     )
     progress = Progress(len(args.ns) * (len(make_variants(args.ks)) + args.repeats))
+    measured: dict = {}  # variant -> N -> (temp memory in carries, step time vs lax.scan)
     for n in args.ns:
-        print("\n".join(measure(n, args, progress)) + "\n", flush=True)
+        print("\n".join(measure(n, args, progress, measured)) + "\n", flush=True)
+    if args.plot:
+        plot(measured, args)
     return 0
 
 

@@ -11,6 +11,7 @@ and the largest relative difference of the loss and gradients from `lax.scan`'s.
     python benchmarks/ut_scan.py                 # CPU-sized, under 2 minutes on 2 cores
     python benchmarks/ut_scan.py --gpu           # accelerator-sized preset
     python benchmarks/ut_scan.py --n 12 --ks 3 4 6 --width 128
+    python benchmarks/ut_scan.py --ks 1 2 3 4 6 8 --plot docs/img/ut_scan.png  # and the figure
     python benchmarks/ut_scan.py --tune          # scanrewrite.tune on the same workload
     python benchmarks/ut_scan.py --tune --memory-budget 0.5x --policies none,dots_saveable
     scanrewrite-tune benchmarks/ut_scan.py:factory --diff   # the same through the command
@@ -31,7 +32,7 @@ from collections.abc import Callable
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-from _common import compile_with_costs, interleaved_times, max_rel_diff
+from _common import compile_with_costs, figure, interleaved_times, max_rel_diff, save
 
 import scanrewrite.runtime
 
@@ -141,7 +142,26 @@ def run(args) -> str:
             f"| {name} | {median / base:.2f} | {median * 1e3:.1f} | {row['temp'] / 2**20:.2f} "
             f"| {row['temp'] / base_temp:.2f} | {row['compile']:.1f} | {agree} ({row['diff']:.0e}) |"
         )
+        row["time"], row["memory"] = median / base, row["temp"] / base_temp
+    if args.plot:
+        plot(rows, args)
     return "\n".join(lines)
+
+
+def plot(rows: dict[str, dict], args) -> None:
+    """Step time and compiled temp memory of `scanrewrite k=K` against k, as ratios to
+    `lax.scan`, beside the other loops as horizontal lines."""
+    fig, axes = figure(2)
+    ks = [k for k in args.ks if f"scanrewrite k={k}" in rows]
+    others = ("lax.scan", "lax.scan(jax.checkpoint(f))", 'eqxi.scan(kind="checkpointed")', "Python for-loop")
+    for ax, key, label in zip(axes, ("time", "memory"), ("step time", "compiled temp memory")):
+        ax.plot(ks, [rows[f"scanrewrite k={k}"][key] for k in ks], "o-", color="black", label="scanrewrite k")
+        for name, style in zip(others, ("-", "--", ":", "-.")):
+            ax.axhline(rows[name][key], linestyle=style, color="grey", label=name)
+        ax.set(xlabel="k (unroll)", ylabel=f"{label} vs lax.scan", xticks=ks, ylim=(0, None))
+    axes[0].legend(fontsize=7)
+    size = f"batch {args.batch}, seq {args.seq}, width {args.width}"
+    save(fig, args.plot, f"benchmarks/ut_scan.py: value_and_grad of the block applied n={args.n} times ({size})")
 
 
 def tune_site(params, h0, n: int):
@@ -195,6 +215,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, help="applications of the block (scan length)")
     parser.add_argument("--ks", type=int, nargs="+", help="chunk sizes for scanrewrite; the last is also lax.scan's unroll")
     parser.add_argument("--repeats", type=int, help="timed runs per variant")
+    parser.add_argument("--plot", help="also write step time and memory against k to this image file (needs matplotlib)")
     parser.add_argument("--tune", action="store_true", help="run scanrewrite.tune on the workload and print its tables")
     parser.add_argument("--memory-budget", help="with --tune: bytes ('2GiB') or a fraction of lax.scan's ('0.5x')")
     parser.add_argument("--policies", default="", help="with --tune: checkpoint modes to try too, e.g. none,dots_saveable")

@@ -32,7 +32,7 @@ from scanrewrite.files import (
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
-from scanrewrite.targets import CHECKPOINT_POLICIES
+from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
 
 #: Options that `[tool.scanrewrite]` may set: key (the long option name) -> click parameter.
 #: The mode (`--check`, `--diff`), stdin and `--config` itself belong to one invocation.
@@ -41,6 +41,7 @@ CONFIG_KEYS = {
     "no-checkpoint": "no_checkpoint",
     "policy": "policy",
     "levels": "levels",
+    "targets": "targets",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
     "force-exclude": "force_exclude",
@@ -140,6 +141,22 @@ class _Levels(click.ParamType):
         self.fail(f"must be a positive integer or 'auto', got {value!r}", param, ctx)
 
 
+class _Targets(click.ParamType):
+    """Names out of `TARGET_NAMES`, comma-separated (or a list of them, from TOML)."""
+
+    name = "targets"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value):
+            value = ",".join(value)
+        if not isinstance(value, str):
+            self.fail(f"expected names separated by commas, got {value!r}", param, ctx)
+        try:
+            return tuple(target.name for target in select(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def _write_stdout(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
@@ -168,8 +185,17 @@ def _write_stdout(data: bytes) -> None:
     "--levels",
     type=_Levels(),
     metavar="N|auto",
-    help="Write levels=N (or levels=\"auto\") into every rewritten jax.lax.scan call: nested checkpointing "
+    help="Write levels=N (or levels=\"auto\") into every rewritten call: nested checkpointing "
     "(eqxi.scan calls get none).",
+)
+@click.option(
+    "--targets",
+    type=_Targets(),
+    default=",".join(DEFAULT_TARGETS),
+    show_default=True,
+    metavar="NAMES",
+    help=f"The APIs whose calls are rewritten, comma-separated, out of {', '.join(TARGET_NAMES)}. "
+    "Add lax.fori_loop and lax.map for loops that are differentiated.",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout.")
@@ -214,6 +240,7 @@ def main(
     no_checkpoint: bool,
     policy: str | None,
     levels: int | str | None,
+    targets: tuple[str, ...],
     check: bool,
     diff: bool,
     stdin_filename: str | None,
@@ -227,7 +254,8 @@ def main(
     config: str | None,
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
-    or '-' for stdin) into chunked, checkpointed scans with an unrolled body.
+    or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
+    also jax.lax.fori_loop and jax.lax.map calls).
 
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
@@ -239,7 +267,7 @@ def main(
     if stdin_filename is not None and "-" not in paths:
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
-    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels)
+    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets)
     write_back = WriteBack.from_configuration(check=check, diff=diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color)
@@ -299,7 +327,7 @@ def _process_stdin(
         if write_back.writes:
             _write_stdout(original)
         return
-    result = screen(original, display)
+    result = screen(original, display, mode)
     code = original
     if result is None:
         result, code = rewrite_bytes(original, display, mode, write_back)

@@ -1,6 +1,6 @@
 """The work on one file, and running it over many files in a process pool.
 
-Reading, the decoding check and the cheap `scan` byte check happen in the calling
+Reading, the decoding check and the cheap byte check (`scan`, ...) happen in the calling
 process; only the files that may hold a scan call go to the pool. There, the codemod's
 `may_rewrite` (Python's own parser, many times faster than libcst) rules out the files
 that import none of the known APIs, and only the rest go through the rewrite. Each file
@@ -9,6 +9,7 @@ ends as a `FileResult`, errors included, so one bad file never stops the others.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -22,16 +23,25 @@ from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
+from scanrewrite.targets import select
 
-#: Every call the rewrite knows has `scan` in its name or in the import that aliases it,
-#: so a file without these bytes cannot change and is not parsed.
-NEEDLE = b"scan"
+
+@functools.cache
+def needles(targets: tuple[str, ...]) -> tuple[bytes, ...]:
+    """A call of a target has the target's last name (`scan`, `fori_loop`, `map`) in its
+    spelling or in the import that aliases it, and a pragma has `scanrewrite`, so a file
+    with none of these bytes cannot change and is not parsed."""
+    last_names = (target.qualified_name.rpartition(".")[2].encode() for target in select(targets))
+    return (b"scanrewrite", *dict.fromkeys(last_names))
+
+
 def rewrite_options(mode: Mode) -> dict[str, object]:
     """The keyword options of `scanrewrite.codemod.rewrite` that `mode` sets."""
     return {
         "unroll": mode.unroll,
         "checkpoint": mode.checkpoint,
         "levels": mode.levels,
+        "targets": mode.targets,
         "first_party": mode.first_party,
     }
 
@@ -52,14 +62,14 @@ def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
     return result
 
 
-def screen(original: bytes, display: str) -> FileResult | None:
-    """The result of a file that needs no parsing: one that does not decode, or holds no
-    `scan`. None for a file that must be parsed."""
+def screen(original: bytes, display: str, mode: Mode) -> FileResult | None:
+    """The result of a file that needs no parsing: one that does not decode, or holds none
+    of the `needles` of `mode`'s targets. None for a file that must be parsed."""
     try:
         check_decodable(original)
     except FileError as exc:
         return FileResult(display, error=(exc.line, exc.message))
-    return None if NEEDLE in original else FileResult(display)
+    return None if any(needle in original for needle in needles(mode.targets)) else FileResult(display)
 
 
 def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBack) -> tuple[FileResult, bytes]:
@@ -71,7 +81,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     if is_notebook(display):
         return _rewrite_notebook_bytes(original, display, mode, write_back)
     try:
-        if not may_rewrite(original):
+        if not may_rewrite(original, mode.targets):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
     except SourceError as exc:
@@ -138,13 +148,13 @@ def process_file(task: Task, mode: Mode, write_back: WriteBack) -> FileResult:
     return result
 
 
-def _read(source: Source) -> FileResult | Task:
+def _read(source: Source, mode: Mode) -> FileResult | Task:
     """The file's bytes as a task, or its result if it cannot change or cannot be read."""
     try:
         original = read_source(source.path)
     except FileError as exc:
         return FileResult(source.display, error=(exc.line, exc.message))
-    return screen(original, source.display) or Task(source, original)
+    return screen(original, source.display, mode) or Task(source, original)
 
 
 def process_many(
@@ -159,7 +169,7 @@ def process_many(
     With `jobs` > 1 and more than one file to parse, the parsing runs in a pool of up to
     `jobs` processes; otherwise here.
     """
-    items = [_read(source) for source in sources]
+    items = [_read(source, mode) for source in sources]
     tasks = [item for item in items if isinstance(item, Task)]
     executor = _pool(min(jobs, len(tasks))) if jobs > 1 and len(tasks) > 1 else None
     if executor is None:

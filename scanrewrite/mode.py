@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from scanrewrite.targets import DEFAULT_TARGETS
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -25,6 +27,8 @@ class Mode:
     #: None writes no `levels=`; a positive int or "auto" writes it into every
     #: rewritten call of a target that takes it (`jax.lax.scan`).
     levels: int | str | None = None
+    #: The names of the APIs whose calls are rewritten (`scanrewrite.targets`).
+    targets: tuple[str, ...] = DEFAULT_TARGETS
     #: The project's own top-level packages and modules, which import sorters call
     #: first-party: the added import goes before them (see `scanrewrite.codemod`).
     first_party: frozenset[str] = frozenset()

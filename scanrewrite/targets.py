@@ -1,20 +1,24 @@
 """The scan APIs that scanrewrite knows, as data.
 
-Each row names an API by its qualified name, the runtime function that replaces it,
-and the parameters of that replacement. The replacement mirrors the original's
-signature and only adds keyword-only options, so every call the original accepts
-binds the same way after the rewrite. The codemod uses the parameter lists to tell
-whether a call already passes `unroll` (positionally or by keyword), whether a
-`*args` or `**kwargs` could carry it, and whether the replacement takes a
+Each row names an API by its qualified name (and the short name `--targets` selects it
+by), the runtime function that replaces it, and the parameters of that replacement. The
+replacement mirrors the original's signature and only adds keyword-only options, so every
+call the original accepts binds the same way after the rewrite. The codemod uses the
+parameter lists to tell whether a call already passes `unroll` (positionally or by keyword),
+whether a `*args` or `**kwargs` could carry it, and whether the replacement takes a
 `checkpoint` or `levels` option (`levels` only where the runtime nests its own
 checkpointed loop: `eqxi_scan` delegates that to equinox, so an `eqxi.scan` call gets none).
-Adding an API is adding a row.
+Adding an API is adding a row. `lax.fori_loop` and `lax.map` are rewritten only on request
+(`default=False`): they are as often loops that are never differentiated (a sampler, an
+optimizer), which checkpointing does not help.
 
-This module is pure data: it must not import jax.
+This module is pure data (and the check of a selection): it must not import jax.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 class Target:
     """One recognised scan API and the runtime function that replaces it."""
 
+    #: The name `--targets` selects it by, e.g. ``"lax.scan"``.
+    name: str
     #: The qualified name the call must resolve to, e.g. ``"jax.lax.scan"``.
     qualified_name: str
     #: The dotted name written in its place, e.g. ``"scanrewrite.runtime.scan"``.
@@ -33,10 +39,13 @@ class Target:
     #: Those of them the original does not take: no call of the original passes them,
     #: not even through ``**kwargs``.
     added: tuple[str, ...] = ()
+    #: Whether it is rewritten when no selection is given.
+    default: bool = True
 
 
 TARGETS: tuple[Target, ...] = (
     Target(
+        name="lax.scan",
         qualified_name="jax.lax.scan",
         replacement="scanrewrite.runtime.scan",
         params=("f", "init", "xs", "length", "reverse", "unroll", "_split_transpose"),
@@ -44,13 +53,57 @@ TARGETS: tuple[Target, ...] = (
         added=("checkpoint", "levels"),
     ),
     Target(
+        name="eqxi.scan",
         qualified_name="equinox.internal.scan",
         replacement="scanrewrite.runtime.eqxi_scan",
         params=("f", "init", "xs", "length"),
         keyword_only=("buffers", "kind", "checkpoints", "unroll"),
         added=("unroll",),
     ),
+    Target(
+        name="lax.fori_loop",
+        qualified_name="jax.lax.fori_loop",
+        replacement="scanrewrite.runtime.fori_loop",
+        params=("lower", "upper", "body_fun", "init_val"),
+        keyword_only=("unroll", "checkpoint", "levels"),
+        added=("checkpoint", "levels"),
+        default=False,
+    ),
+    Target(
+        name="lax.map",
+        qualified_name="jax.lax.map",
+        replacement="scanrewrite.runtime.map",
+        params=("f", "xs"),
+        keyword_only=("batch_size", "unroll", "checkpoint", "levels"),
+        added=("unroll", "checkpoint", "levels"),
+        default=False,
+    ),
 )
+
+#: The names a selection is made of, in the table's order.
+TARGET_NAMES: tuple[str, ...] = tuple(target.name for target in TARGETS)
+#: The selection when none is given.
+DEFAULT_TARGETS: tuple[str, ...] = tuple(target.name for target in TARGETS if target.default)
+
+
+def select(names: str | Iterable[str]) -> tuple[Target, ...]:
+    """The targets named, in the table's order; `names` may be one comma-separated string.
+
+    Raises `ValueError`, one line, for a name not in `TARGET_NAMES` (with the closest one,
+    if any) and for an empty selection.
+    """
+    if isinstance(names, str):
+        names = names.split(",")
+    wanted = {name.strip() for name in names} - {""}
+    unknown = sorted(wanted - set(TARGET_NAMES))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], TARGET_NAMES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown target {unknown[0]!r}{hint}; the targets are {', '.join(TARGET_NAMES)}")
+    if not wanted:
+        raise ValueError(f"no targets given; the targets are {', '.join(TARGET_NAMES)}")
+    return tuple(target for target in TARGETS if target.name in wanted)
+
 
 #: Names in `jax.checkpoint_policies` that are policies themselves. The others there
 #: (`save_only_these_names`, `offload_dot_with_no_batch_dims`, ...) are factories that

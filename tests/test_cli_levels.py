@@ -79,11 +79,11 @@ def test_help_lists_levels() -> None:
     assert "--levels N|auto" in result.stdout
 
 
-def test_readme_option_table_matches_help() -> None:
+def test_documented_option_table_matches_help() -> None:
     help_text = invoke("--help").stdout
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("**Options.**", 1)[1].split("\n\n", 2)[1]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "command-line.md").read_text()
+    table = page.split("\n## Options\n", 1)[1].strip().split("\n\n", 1)[0]
     option = re.compile(r"(?<![\w-])(--[a-z][a-z-]+)")
     in_help = set(option.findall(help_text.split("Options:", 1)[1]))
-    in_readme = set(option.findall("\n".join(line.split("|")[1] for line in table.splitlines())))
-    assert in_help == in_readme | {"--help"}
+    in_docs = set(option.findall("\n".join(line.split("|")[1] for line in table.splitlines())))
+    assert in_help == in_docs | {"--help"}

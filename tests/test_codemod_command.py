@@ -38,16 +38,27 @@ def _parse_options(argv):
 
 
 def test_add_args_defaults_match_init():
-    assert _parse_options([]) == {"unroll": 4, "checkpoint": None, "levels": None}
-    assert _parse_options(["--unroll", "8", "--checkpoint", "dots_saveable", "--levels", "auto"]) == {
+    defaults = {"unroll": 4, "checkpoint": None, "levels": None, "targets": ("lax.scan", "eqxi.scan")}
+    assert _parse_options([]) == defaults
+    argv = ["--unroll", "8", "--checkpoint", "dots_saveable", "--levels", "auto", "--targets", "lax.map,lax.scan"]
+    assert _parse_options(argv) == {
         "unroll": 8,
         "checkpoint": "dots_saveable",
         "levels": "auto",
+        "targets": ("lax.scan", "lax.map"),
     }
 
 
 @pytest.mark.parametrize(
-    "argv", [["--unroll", "0"], ["--unroll", "x"], ["--checkpoint", "save_only_these_names"], ["--levels", "0"]]
+    "argv",
+    [
+        ["--unroll", "0"],
+        ["--unroll", "x"],
+        ["--checkpoint", "save_only_these_names"],
+        ["--levels", "0"],
+        ["--targets", "lax.fori"],
+        ["--targets", ""],
+    ],
 )
 def test_add_args_rejects_bad_values(argv, capsys):
     with pytest.raises(SystemExit):
@@ -61,6 +72,17 @@ def test_libcst_transform_module_reports_warnings():
     assert isinstance(result, TransformSuccess)
     assert result.code == EXPECTED
     assert result.warning_messages == ["line 3: unroll may come from **kwargs"]
+
+
+def test_libcst_transform_module_rewrites_the_targets_asked_for():
+    source = "from jax import lax\nx = lax.fori_loop(0, 3, body, x)\ny = lax.map(f, xs)\n"
+    command = ScanRewriteCommand(CodemodContext(), **_parse_options(["--targets", "lax.fori_loop"]))
+    result = transform_module(command, source)
+    assert isinstance(result, TransformSuccess)
+    assert result.code == (
+        "import scanrewrite.runtime\nfrom jax import lax\n"
+        "x = scanrewrite.runtime.fori_loop(0, 3, body, x, unroll=4)\ny = lax.map(f, xs)\n"
+    )
 
 
 def test_libcst_transform_module_skips_file_with_pragma():

@@ -112,6 +112,20 @@ SET = [
     ),
     pytest.param(
         """\
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.fori_loop(0, n, body, y, unroll=4)
+        z = scanrewrite.runtime.map(f, xs, batch_size=8)
+        """,
+        {2: 2, 3: 3},
+        """\
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.fori_loop(0, n, body, y, unroll=2)
+        z = scanrewrite.runtime.map(f, xs, batch_size=8, unroll=3)
+        """,
+        id="fori_loop and map",
+    ),
+    pytest.param(
+        """\
         from scanrewrite.runtime import scan as rscan
         y = rscan(f, c, xs, unroll=4)
         """,

@@ -1,6 +1,7 @@
 """The bundled fixtures, rewritten: the exact expected source, and the same numbers when run.
 
-Golden tests compare `rewrite(fixture, unroll=4)` byte for byte with `tests/golden/<fixture>.py`
+Golden tests compare `rewrite(fixture, unroll=4)` (with `targets=` for the fixtures of
+`update_goldens.TARGETS`) byte for byte with `tests/golden/<fixture>.py`
 (regenerate with `python tests/update_goldens.py`). Execution tests import the original and the
 rewritten fixture as fresh modules, run both on jax's default device, compare every output leaf,
 and check that every rewritten call site really went through `scanrewrite.runtime`.
@@ -17,7 +18,7 @@ import uuid
 import jax
 import pytest
 from treecheck import assert_trees_close
-from update_goldens import FIXTURE_DIR, GOLDEN_DIR, GOLDEN_OPTIONS, fixture_names
+from update_goldens import FIXTURE_DIR, GOLDEN_DIR, fixture_names, golden_options
 
 import scanrewrite.runtime
 from scanrewrite.codemod import rewrite
@@ -30,10 +31,12 @@ EXPECTED_REWRITES = {
     "checkpointed_buffers": {"equinox.internal.scan": 1},
     "eqx_module_method": {"equinox.internal.scan": 1},
     "explicit_unroll": {"jax.lax.scan": 2},
+    "fori_loop_rollout": {"jax.lax.fori_loop": 3},
     "horner_polynomials": {"jax.lax.scan": 1},
     "inner_sgd_loop": {"jax.lax.scan": 1},
     "jit_vmap_grad": {"jax.lax.scan": 1},
     "kalman_filter": {"jax.lax.scan": 1},
+    "lax_map_per_example": {"jax.lax.map": 2},
     "nested_scans": {"jax.lax.scan": 2},
     "ode_reverse_rollout": {"jax.lax.scan": 1},
     "pragma_unroll": {"equinox.internal.scan": 1},
@@ -42,7 +45,12 @@ EXPECTED_REWRITES = {
     "skip_pragma": {"jax.lax.scan": 1},
     "transformer_block": {"equinox.internal.scan": 1},
 }
-RUNTIME_FUNCTIONS = {"jax.lax.scan": "scan", "equinox.internal.scan": "eqxi_scan"}
+RUNTIME_FUNCTIONS = {
+    "jax.lax.scan": "scan",
+    "equinox.internal.scan": "eqxi_scan",
+    "jax.lax.fori_loop": "fori_loop",
+    "jax.lax.map": "map",
+}
 
 # float32 throughout; the rewrite reorders nothing, but XLA may fuse an unrolled, recomputed
 # body differently, which moves the last bits.
@@ -56,7 +64,7 @@ def _fixture_source(name: str) -> bytes:
 @functools.cache
 def _rewritten(name: str):
     # Rewriting takes about a second per file here, and the result is immutable: share it.
-    return rewrite(_fixture_source(name), **GOLDEN_OPTIONS)
+    return rewrite(_fixture_source(name), **golden_options(name))
 
 
 def _api_counts(result) -> dict[str, int]:
@@ -117,7 +125,7 @@ def test_skip_pragma_leaves_its_call_alone():
 @pytest.mark.parametrize("name", FIXTURES)
 def test_golden_is_idempotent(name):
     golden = (GOLDEN_DIR / f"{name}.py").read_bytes()
-    result = rewrite(golden, **GOLDEN_OPTIONS)
+    result = rewrite(golden, **golden_options(name))
     assert result.rewritten == ()
     assert not result.changed
     assert result.code == golden

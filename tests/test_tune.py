@@ -250,6 +250,21 @@ def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
     assert [row.label for row in report.whole][0] == "lax.scan at every site"
 
 
+def test_fori_loop_and_map_sites_are_tuned_with_checkpoint_modes():
+    def fn(h, xs):
+        h = scanrewrite.runtime.fori_loop(0, 6, lambda i, h: jnp.sin(h) * i, h, unroll=1)  # fori site
+        return jnp.sum(scanrewrite.runtime.map(jnp.tanh, xs * h, unroll=1))  # map site
+
+    report = scanrewrite.tune.tune(fn, (jnp.ones(3), jnp.ones((6, 3))), ks=[2], checkpoints="none", repeats=1, warmup=0)
+    assert [(site.kind, site.site.line) for site in report.sites] == [
+        ("fori_loop", line_of_marker("fori site")),
+        ("map", line_of_marker("map site")),
+    ]
+    for site in report.sites:
+        assert [row.label for row in site.rows] == ["k=2", "k=1 (written)", "k=2, checkpoint=False", "k=1, checkpoint=False"]
+        assert site.pick is not None and all(row.error is None for row in site.rows)
+
+
 def line_of_marker(marker: str) -> int:
     with open(__file__) as file:
         return next(i for i, text in enumerate(file, 1) if text.rstrip().endswith(f"# {marker}"))

@@ -22,6 +22,17 @@ FIXTURE_DIR = REPO / "fixtures"
 GOLDEN_DIR = REPO / "tests" / "golden"
 #: The options the goldens are made with: the command line's defaults.
 GOLDEN_OPTIONS = {"unroll": 4}
+#: Fixtures of the targets rewritten only on request, with the selection (`--targets`) they
+#: are rewritten with.
+TARGETS = {
+    "fori_loop_rollout": "lax.scan,eqxi.scan,lax.fori_loop",
+    "lax_map_per_example": "lax.scan,eqxi.scan,lax.map",
+}
+
+
+def golden_options(name: str) -> dict[str, object]:
+    """The options fixture `name`'s golden is made with."""
+    return {**GOLDEN_OPTIONS, "targets": TARGETS[name]} if name in TARGETS else GOLDEN_OPTIONS
 
 
 def fixture_names() -> list[str]:
@@ -42,8 +53,8 @@ def render(name: str) -> bytes:
     """The rewritten source of fixture `name`, as its golden file should hold it."""
     source = (FIXTURE_DIR / f"{name}{_suffix(name)}").read_bytes()
     if _suffix(name) == ".ipynb":
-        return rewrite_notebook(source, **GOLDEN_OPTIONS).code
-    return rewrite(source, **GOLDEN_OPTIONS).code
+        return rewrite_notebook(source, **golden_options(name)).code
+    return rewrite(source, **golden_options(name)).code
 
 
 def main(argv: list[str]) -> int:

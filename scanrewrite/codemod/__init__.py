@@ -2,9 +2,11 @@
 
 `rewrite` is the pure function the command line uses: bytes in, `RewriteResult` out,
 no file I/O, no printing, no jax import. `ScanRewriteCommand` is the same transform as
-a libcst codemod, so it also runs under libcst's own runner::
+a libcst codemod, so it also runs under libcst's own runner:
 
-    python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+```bash
+python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteCommand --unroll 4 PATH
+```
 
 A rewritten call keeps every argument, comment and line break the user wrote; only
 the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
@@ -20,10 +22,12 @@ The parts, each importing only those before it:
 - `_writeback`: `set_unroll` and `read_unroll`, the tuner's write-back.
 - `_command`: `ScanRewriteCommand`, the libcst codemod.
 
-The write-back, for `scanrewrite-tune` (see `_writeback` for the details)::
+The write-back, for `scanrewrite-tune` (see `_writeback` for the details):
 
-    set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
-    read_unroll(source: bytes) -> dict[int, int | None]
+```python
+set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+read_unroll(source: bytes) -> dict[int, int | None]
+```
 """
 
 from __future__ import annotations

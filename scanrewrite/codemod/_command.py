@@ -12,17 +12,18 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.metadata import MetadataWrapper
 
 from scanrewrite.codemod._rewrite import Rewriter, check_options
-from scanrewrite.targets import CHECKPOINT_POLICIES
+from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
 
 __all__ = ["ScanRewriteCommand"]
 
 
 class ScanRewriteCommand(VisitorBasedCodemodCommand):
-    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls to `scanrewrite.runtime`."""
+    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls (and, with `--targets`,
+    `jax.lax.fori_loop` and `jax.lax.map` calls) to `scanrewrite.runtime`."""
 
     DESCRIPTION = (
-        "Rewrite jax.lax.scan and equinox.internal.scan calls into scanrewrite.runtime's "
-        "chunked, checkpointed scans with an unrolled body."
+        "Rewrite jax.lax.scan and equinox.internal.scan calls (--targets: also jax.lax.fori_loop "
+        "and jax.lax.map) into scanrewrite.runtime's chunked, checkpointed scans with an unrolled body."
     )
 
     @staticmethod
@@ -45,7 +46,14 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
             type=_levels,
             default=None,
             help="write levels=N (a positive integer) or levels='auto' into each rewritten "
-            "jax.lax.scan call: nested checkpointing (default: none written)",
+            "call but equinox.internal.scan ones: nested checkpointing (default: none written)",
+        )
+        arg_parser.add_argument(
+            "--targets",
+            type=_targets,
+            default=DEFAULT_TARGETS,
+            help=f"the APIs to rewrite, comma-separated, out of {', '.join(TARGET_NAMES)} "
+            f"(default: {','.join(DEFAULT_TARGETS)})",
         )
 
     def __init__(
@@ -54,12 +62,14 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         unroll: int = 4,
         checkpoint: str | None = None,
         levels: int | str | None = None,
+        targets: str | tuple[str, ...] = DEFAULT_TARGETS,
     ) -> None:
         super().__init__(context)
-        check_options(unroll, checkpoint, levels)
+        check_options(unroll, checkpoint, levels, targets)
         self.unroll = unroll
         self.checkpoint = checkpoint
         self.levels = levels
+        self.targets = targets
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The rewrite, then the scheduled import additions and removals; each skipped
@@ -68,7 +78,13 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         module_name = self.context.full_module_name
         first_party = {module_name.partition(".")[0]} if module_name else set()
         rewriter = Rewriter(
-            self.unroll, self.checkpoint, self.context, warn=self.warn, levels=self.levels, first_party=first_party
+            self.unroll,
+            self.checkpoint,
+            self.context,
+            warn=self.warn,
+            levels=self.levels,
+            targets=self.targets,
+            first_party=first_party,
         )
         return rewriter.transform(MetadataWrapper(tree))
 
@@ -80,6 +96,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(target.name for target in select(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _levels(text: str) -> int | str:

@@ -9,36 +9,52 @@ and other references that resolve; `call_pragma` is the pragma that applies to a
 from __future__ import annotations
 
 import ast
+import functools
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import NamedTuple
 
 import libcst as cst
 from libcst.metadata import QualifiedNameSource, Scope
 
 from scanrewrite.pragmas import Pragma
-from scanrewrite.targets import TARGETS, Target
+from scanrewrite.targets import DEFAULT_TARGETS, Target, select
 
 __all__ = ["Resolver", "Survey", "binds_package", "call_pragma", "may_rewrite", "read_pragmas"]
 
 
-_LAST_NAMES = frozenset(target.qualified_name.rpartition(".")[2] for target in TARGETS)
-#: The bytes every spelling of a target contains: its last name and its top package.
-_SPELLED = tuple(
-    (target.qualified_name.rpartition(".")[2].encode(), target.qualified_name.partition(".")[0].encode())
-    for target in TARGETS
-)
-#: What an import must bind for a name to resolve to a target: the target itself, its
-#: module, or a package above it ("jax", "jax.lax", "jax.lax.scan", ...).
-_BINDINGS = frozenset(
-    target.qualified_name.rsplit(".", depth)[0]
-    for target in TARGETS
-    for depth in range(target.qualified_name.count(".") + 1)
-)
+class _Spelling(NamedTuple):
+    """What every spelling of a selection's targets contains."""
+
+    #: The last names of the targets ("scan", "fori_loop", ...).
+    last_names: frozenset[str]
+    #: Per target, the bytes its spelling contains: its last name and its top package.
+    spelled: tuple[tuple[bytes, bytes], ...]
+    #: What an import must bind for a name to resolve to a target: the target itself, its
+    #: module, or a package above it ("jax", "jax.lax", "jax.lax.scan", ...).
+    bindings: frozenset[str]
 
 
+@functools.cache
+def _spelling(names: str | tuple[str, ...]) -> _Spelling:
+    targets = select(names)
+    return _Spelling(
+        frozenset(target.qualified_name.rpartition(".")[2] for target in targets),
+        tuple(
+            (target.qualified_name.rpartition(".")[2].encode(), target.qualified_name.partition(".")[0].encode())
+            for target in targets
+        ),
+        frozenset(
+            target.qualified_name.rsplit(".", depth)[0]
+            for target in targets
+            for depth in range(target.qualified_name.count(".") + 1)
+        ),
+    )
 
-def may_rewrite(source: bytes) -> bool:
-    """False only if `rewrite(source)` certainly has nothing to rewrite or report.
+
+def may_rewrite(source: bytes, targets: str | Collection[str] = DEFAULT_TARGETS) -> bool:
+    """False only if `rewrite(source, targets=targets)` certainly has nothing to rewrite or
+    report.
 
     A shortcut past libcst's metadata for the many files that never name a target:
     resolving a name to `jax.lax.scan` needs an import that binds the target, its module
@@ -49,7 +65,8 @@ def may_rewrite(source: bytes) -> bool:
     """
     if b"scanrewrite" in source:
         return True
-    if not any(last in source and package in source for last, package in _SPELLED):
+    spelling = _spelling(targets if isinstance(targets, str) else tuple(targets))
+    if not any(last in source and package in source for last, package in spelling.spelled):
         return False
     try:
         with warnings.catch_warnings():
@@ -62,18 +79,18 @@ def may_rewrite(source: bytes) -> bool:
         if isinstance(node, ast.Import):
             # `import jax.numpy` binds `jax`; `import jax.lax as L` binds `jax.lax`.
             imports = imports or any(
-                (alias.name if alias.asname else alias.name.partition(".")[0]) in _BINDINGS
+                (alias.name if alias.asname else alias.name.partition(".")[0]) in spelling.bindings
                 for alias in node.names
             )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 bound = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
-                imports = imports or bound in _BINDINGS
-                names = names or alias.name in _LAST_NAMES
+                imports = imports or bound in spelling.bindings
+                names = names or alias.name in spelling.last_names
         elif isinstance(node, ast.Attribute):
-            names = names or node.attr in _LAST_NAMES
+            names = names or node.attr in spelling.last_names
         elif isinstance(node, ast.Name):
-            names = names or node.id in _LAST_NAMES
+            names = names or node.id in spelling.last_names
         if imports and names:
             return True
     return False

@@ -20,12 +20,9 @@ from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_re
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.codemod._parsing import Parsed, node_lines
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
+from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
 
 __all__ = ["RewriteResult", "Rewriter", "Rewritten", "Skipped", "check_options", "rewrite"]
-
-#: The rewrite looks for the original APIs.
-_BY_QUALIFIED_NAME = {target.qualified_name: target for target in TARGETS}
 
 
 @dataclass(frozen=True)
@@ -72,9 +69,10 @@ def rewrite(
     unroll: int = 4,
     checkpoint: str | None = None,
     levels: int | str | None = None,
+    targets: str | Collection[str] = DEFAULT_TARGETS,
     first_party: Collection[str] = (),
 ) -> RewriteResult:
-    """Rewrite every recognised scan call in `source`.
+    """Rewrite every call in `source` of an API that `targets` selects.
 
     `unroll` (a positive int) is appended to each rewritten call that does not pass
     one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
@@ -82,17 +80,22 @@ def rewrite(
     ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
     positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
     target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
-    its `Rewritten.note` says so). Any other option value raises `ValueError`.
+    its `Rewritten.note` says so). `targets` are names in `scanrewrite.targets.TARGET_NAMES`
+    (or one comma-separated string of them): the APIs whose calls are rewritten, by default
+    `lax.scan` and `eqxi.scan`; the others are left as they are, as if unknown. Any other
+    option value raises `ValueError`.
     `first_party` are the top-level names of the user's own packages, which import
     sorters put after third-party ones such as the runtime: the added import goes where
     they would put it. Source that cannot be decoded, parsed or reproduced byte for byte
     raises `SourceError`. Everything that is not rewritten comes back byte for byte.
     """
-    check_options(unroll, checkpoint, levels)
+    check_options(unroll, checkpoint, levels, targets)
     parsed = Parsed.from_bytes(source)
-    if not may_rewrite(source):
+    if not may_rewrite(source, targets):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), levels=levels, first_party=first_party)
+    rewriter = Rewriter(
+        unroll, checkpoint, CodemodContext(), levels=levels, targets=targets, first_party=first_party
+    )
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -103,7 +106,9 @@ def rewrite(
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def check_options(unroll: object, checkpoint: object, levels: object = None) -> None:
+def check_options(
+    unroll: object, checkpoint: object, levels: object = None, targets: str | Collection[str] = DEFAULT_TARGETS
+) -> None:
     """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
@@ -114,6 +119,7 @@ def check_options(unroll: object, checkpoint: object, levels: object = None) -> 
             f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
             f"got {checkpoint!r}"
         )
+    select(targets)
 
 
 class Rewriter:
@@ -133,6 +139,7 @@ class Rewriter:
         context: CodemodContext,
         warn: Callable[[str], None] | None = None,
         levels: int | str | None = None,
+        targets: str | Collection[str] = DEFAULT_TARGETS,
         first_party: Collection[str] = (),
     ) -> None:
         self.unroll = unroll
@@ -142,6 +149,8 @@ class Rewriter:
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
+        #: The rewrite looks for the original APIs that are selected.
+        self._by_qualified_name = {target.qualified_name: target for target in select(targets)}
         self._context = context
         self._warn = warn
         self._scopes: Mapping[cst.CSTNode, Scope | None] = {}
@@ -155,7 +164,7 @@ class Rewriter:
         (see `apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
         module = wrapper.module
         self._scopes = wrapper.resolve(ScopeProvider)
-        self._resolver = resolver = Resolver(self._scopes, _BY_QUALIFIED_NAME)
+        self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
         comments = pragma_comments(module) if "scanrewrite" in module.code else []
         survey = Survey(resolver.resolve)
         module.visit(survey)

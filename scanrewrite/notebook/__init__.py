@@ -28,7 +28,7 @@ from scanrewrite.codemod import SourceError, may_rewrite, rewrite
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
-from scanrewrite.targets import TARGETS
+from scanrewrite.targets import DEFAULT_TARGETS, TARGETS
 
 __all__ = ["CellChange", "NotebookError", "NotebookResult", "is_notebook", "notebook_diff", "rewrite_notebook"]
 
@@ -264,7 +264,7 @@ def _rewrite_cells(masked, unparsed, sources, salt, options):
             cells.append((_KEEP, reference_call(f"__ipython_{salt}_keep__", texts) + "\n"))
         program = Program.join(cells, salt)
         code = program.code.encode("utf-8")
-        if not masked or not may_rewrite(code):
+        if not masked or not may_rewrite(code, options.get("targets", DEFAULT_TARGETS)):
             return None, program
         try:
             result = rewrite(code, **options)

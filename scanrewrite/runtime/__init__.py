@@ -10,6 +10,7 @@ about `N / k` carries plus the residuals of the one chunk it is recomputing, ins
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
 For long scans, `levels` nests the checkpointing (blocks of chunks; see `_levels`).
+`fori_loop` and `map` are the same loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`).
 
 Each call is staged as one compiled unit, cached weakly on `f` (`_staging`), so it costs what
 `jax.lax.scan` costs outside `jit` too; its settings are resolved per call site (`_override`).
@@ -25,10 +26,11 @@ import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _levels, _override, _staging, _trace
 from scanrewrite.runtime._compat import lax_unroll
+from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
 
-__all__ = ["ORIGINAL", "Site", "eqxi_scan", "override", "record_sites", "scan"]
+__all__ = ["ORIGINAL", "Site", "eqxi_scan", "fori_loop", "map", "override", "record_sites", "scan"]
 
 _Carry = TypeVar("_Carry")
 _X = TypeVar("_X")

@@ -34,10 +34,10 @@ _FORCE_LAYOUT: Layout | None = None
 def layout() -> Layout:
     """The layout for the backend this process computes on.
 
-    On XLA:CPU the steps stay rolled: unrolling gains nothing there (README, Benchmarks), and
+    On XLA:CPU the steps stay rolled: unrolling gains nothing there (docs/benchmarks.md), and
     k straight-line steps whose LAPACK calls (a solve, a Cholesky) do not depend on each other
-    are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool (README,
-    Limits). Accelerators get the straight-line chunk that unrolling is for.
+    are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool
+    (docs/limits.md). Accelerators get the straight-line chunk that unrolling is for.
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT

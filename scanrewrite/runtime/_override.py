@@ -51,10 +51,11 @@ class _Original:
         return "ORIGINAL"
 
 
-#: `override(unroll=ORIGINAL)`: the call runs as the scan it replaced (`jax.lax.scan` with
-#: `unroll=1`, or `equinox.internal.scan`), not chunked and not checkpointed. The baseline
-#: `scanrewrite.tune` measures every candidate against.
 ORIGINAL = _Original()
+"""`override(unroll=ORIGINAL)`: the call runs as the call it replaced (`jax.lax.scan` with
+`unroll=1`, `equinox.internal.scan`, `jax.lax.fori_loop` without `unroll`, `jax.lax.map`),
+not chunked and not checkpointed. The baseline `scanrewrite.tune` measures every candidate
+against."""
 
 
 class Site(NamedTuple):
@@ -113,7 +114,7 @@ class Call(NamedTuple):
     """A rewritten call as `record_sites` saw it first: which runtime function, and the
     settings the call itself wrote (before any override)."""
 
-    #: `"scan"` or `"eqxi_scan"`.
+    #: `"scan"`, `"eqxi_scan"`, `"fori_loop"` or `"map"`.
     api: str
     settings: dict[str, Any]
 
@@ -189,7 +190,8 @@ def override(
     **Arguments:**
 
     - `unroll`: steps per chunk, as `scanrewrite.runtime.scan`'s `unroll`; or `ORIGINAL`, to
-        run each call as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`).
+        run each call as the call it replaced (`jax.lax.scan`, `equinox.internal.scan`,
+        `jax.lax.fori_loop`, `jax.lax.map`).
     - `checkpoint`: as `scanrewrite.runtime.scan`'s `checkpoint` (`True`, `False` or a
         policy). `eqxi_scan` uses it with `kind="lax"` only.
     - `levels`: as `scanrewrite.runtime.scan`'s `levels` (an int >= 1 or `"auto"`).
@@ -243,7 +245,7 @@ def record_sites() -> Iterator[dict[Site, Call]]:
 
     Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to a
     `Call`: the runtime function called there and the settings the call itself wrote
-    (`unroll`, `checkpoint`, and for `scan` `levels`), before any override.
+    (`unroll`, `checkpoint`, and except for `eqxi_scan` `levels`), before any override.
     Jitted functions are traced again inside the block (it changes jax's jit cache key), so a
     function compiled earlier still reports its sites.
     """
@@ -264,7 +266,7 @@ def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
     A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
     """
     if _recorders and site is not None:
-        # The runtime function that called: `scan` or `eqxi_scan`.
+        # The runtime function that called: `scan`, `eqxi_scan`, `fori_loop` or `map`.
         call = Call(sys._getframe(1).f_code.co_name, dict(settings))
         for found in _recorders:
             found.setdefault(site, call)

@@ -40,7 +40,10 @@ def _is_array(leaf: Any) -> bool:
 
 
 def _holds_arrays(f: Any) -> bool:
-    """Whether `f` carries arrays as data (an `equinox.Module`, a `functools.partial`)."""
+    """Whether `f` carries arrays as data (an `equinox.Module`, a `functools.partial`, or a
+    method bound to one)."""
+    if isinstance(f, types.MethodType):
+        return _holds_arrays(f.__self__)
     if isinstance(f, functools.partial):
         return _holds_arrays(f.func) or any(map(_is_array, jax.tree_util.tree_leaves((f.args, f.keywords))))
     return any(_is_array(leaf) for leaf in jax.tree_util.tree_leaves(f) if leaf is not f)

@@ -61,9 +61,9 @@ class SiteReport:
     """The candidates measured at one site, the others held fixed, and the pick."""
 
     site: Site
-    #: `"scan"` or `"eqxi_scan"`.
+    #: `"scan"`, `"eqxi_scan"`, `"fori_loop"` or `"map"`.
     kind: str
-    #: The settings the call wrote (`unroll`, and `checkpoint` for `scan`).
+    #: The settings the call wrote (`unroll`, and `checkpoint` but for `eqxi_scan`).
     written: dict[str, Any]
     #: lax.scan at every site, timed in the same interleaved rounds as `rows`.
     baseline: Row

@@ -72,9 +72,9 @@ def tune(
         returning loss and gradients. It is compiled whole with `jax.jit` for every
         configuration; array leaves of the arguments are its inputs, other leaves are held fixed.
     - `ks`: the chunk sizes to try at every site (the written `unroll` is always tried too).
-    - `checkpoints`: checkpoint modes to try besides the written one, at `scan` sites
-        (`eqxi_scan` has none): `"none"` (`checkpoint=False`), `"checkpoint"` (`True`), or names
-        of `jax.checkpoint_policies`; each is tried with every k.
+    - `checkpoints`: checkpoint modes to try besides the written one, at every site but
+        `eqxi_scan` ones (which have none): `"none"` (`checkpoint=False`), `"checkpoint"`
+        (`True`), or names of `jax.checkpoint_policies`; each is tried with every k.
     - `repeats`: timed calls of each configuration, interleaved across the configurations
         measured together, after `warmup` untimed calls of each.
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
@@ -84,7 +84,7 @@ def tune(
     **Returns:**
 
     A `TuneReport`. Every number is also given as a ratio to the same function with every site
-    run as the scan it replaced (`jax.lax.scan` / `equinox.internal.scan`), measured in the
+    run as the call it replaced (`jax.lax.scan`, `equinox.internal.scan`, ...), measured in the
     same run. Sites are tuned one at a time, in the order first traced: the sites before hold
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
@@ -110,12 +110,12 @@ def tune(
     found = {site: call.settings for site, call in calls.items()}
     if not found:
         raise TuneError(
-            "the function traces no rewritten call (scanrewrite.runtime.scan or eqxi_scan); "
-            "rewrite its scans with `scanrewrite` first"
+            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
+            "or map); rewrite its scans with `scanrewrite` first"
         )
     tried = {
         site: candidates(
-            ks, checkpoints, written=settings.get("unroll"), has_checkpoint=calls[site].api == "scan"
+            ks, checkpoints, written=settings.get("unroll"), has_checkpoint=calls[site].api != "eqxi_scan"
         )
         for site, settings in found.items()
     }
