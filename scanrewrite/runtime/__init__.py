@@ -5,7 +5,9 @@ rewritten call only changes the callee and appends `unroll=k`. A scan of N steps
 outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XLA can fuse and
 schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
 `reverse=True` the lowest), also straight-line. (On XLA:CPU the steps of a chunk stay a rolled
-inner loop instead: see `_chunks.layout`.) Each chunk is wrapped in `jax.checkpoint`, so the backward pass keeps
+inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`.) `f` is traced
+once and its jaxpr replayed for every copy of the step (`_trace`). Each chunk is wrapped in
+`jax.checkpoint`, so the backward pass keeps
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
@@ -136,9 +138,9 @@ def scan(
     The call runs as one compiled program, cached on `f` (weakly) and every static setting:
     as with `jax.lax.scan`, calling again with the same `f`, settings, shapes and dtypes
     neither retraces `f` nor recompiles, and a change to a global that `f` reads is not seen
-    by an already cached `f`. `f` is traced `k + N % k` times (plus once more when `init` has
-    weakly typed leaves; fewer on CPU, where the steps stay rolled), so compile time grows
-    with k, not with N. Python side effects in `f` run once per trace.
+    by an already cached `f`. `f` is traced as often as by `jax.lax.scan` (once, or twice when
+    a weakly typed `init` leaf changes dtype) and its jaxpr replayed for every copy of the
+    step, so Python side effects in `f` run as often as under `jax.lax.scan`.
     """
     settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
     if not callable(f):
