@@ -27,6 +27,7 @@ from scanrewrite.files import (
     find_project_root,
     find_pyproject,
     first_party_names,
+    formatter_line_length,
     read_config,
 )
 from scanrewrite.mode import Mode, WriteBack
@@ -189,6 +190,12 @@ def _write_stdout(data: bytes) -> None:
     "(eqxi.scan calls get none).",
 )
 @click.option(
+    "--revert",
+    is_flag=True,
+    help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan, equinox.internal.scan, "
+    "jax.lax.fori_loop and jax.lax.map calls they replaced (dropping unroll=, checkpoint= and levels=).",
+)
+@click.option(
     "--targets",
     type=_Targets(),
     default=",".join(DEFAULT_TARGETS),
@@ -240,6 +247,7 @@ def main(
     no_checkpoint: bool,
     policy: str | None,
     levels: int | str | None,
+    revert: bool,
     targets: tuple[str, ...],
     check: bool,
     diff: bool,
@@ -255,7 +263,7 @@ def main(
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
     or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
-    also jax.lax.fori_loop and jax.lax.map calls).
+    also jax.lax.fori_loop and jax.lax.map calls); with --revert, turn them back.
 
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
@@ -267,10 +275,18 @@ def main(
     if stdin_filename is not None and "-" not in paths:
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
-    mode = Mode(unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets)
+    if revert:
+        for name in ("unroll", "no_checkpoint", "policy", "levels", "targets"):
+            if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--revert and --{name.replace('_', '-')} cannot be used together")
+    mode = Mode(
+        unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets, revert=revert
+    )
     write_back = WriteBack.from_configuration(check=check, diff=diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
-    report = Report(write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color)
+    report = Report(
+        write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color, reverting=revert
+    )
     diff_color = color if color is not None else not no_color and sys.stdout.isatty()
     if not paths:
         if not quiet:
@@ -279,7 +295,7 @@ def main(
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
     # The added import goes where import sorters put it, before the project's own packages.
-    mode = replace(mode, first_party=first_party_names(root))
+    mode = replace(mode, first_party=first_party_names(root), line_length=formatter_line_length(root))
     if verbose:
         click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
     discovery = Discovery(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst
 
-from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
+from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, revert, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
@@ -46,12 +46,21 @@ def rewrite_options(mode: Mode) -> dict[str, object]:
     }
 
 
+def transform(mode: Mode) -> Callable[[bytes], RewriteResult]:
+    """The pure transform `mode` asks for: `scanrewrite.codemod.rewrite` with its options, or
+    `scanrewrite.codemod.revert`."""
+    if mode.revert:
+        return functools.partial(revert, line_length=mode.line_length, first_party=mode.first_party)
+    return functools.partial(rewrite, **rewrite_options(mode))
+
+
 def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
-    """`scanrewrite.codemod.rewrite` of `source`, refusing a changed result that does not parse.
+    """The transform of `source` that `mode` asks for, refusing a changed result that does
+    not parse.
 
     Raises `SourceError` for source that cannot be parsed and for such a result.
     """
-    result = rewrite(source, **rewrite_options(mode))
+    result = transform(mode)(source)
     if result.changed:
         try:
             libcst.parse_module(result.code)
@@ -107,7 +116,7 @@ def _rewrite_notebook_bytes(
 ) -> tuple[FileResult, bytes]:
     """`rewrite_bytes` for a Jupyter notebook: calls and errors are located as `cell N:line L`."""
     try:
-        result = rewrite_notebook(original, **rewrite_options(mode))
+        result = rewrite_notebook(original, transform=transform(mode), targets=mode.targets)
     except (NotebookError, SourceError) as exc:
         return FileResult(display, error=(exc.line, exc.message)), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others

@@ -372,3 +372,22 @@ def first_party_names(root: Path) -> frozenset[str]:
                 if name.isidentifier() and (entry.is_dir() or name != entry.name):
                     names.add(name)
     return frozenset(names)
+
+
+def formatter_line_length(root: Path) -> int:
+    """The line length ruff format or black use in the project at `root`: `line-length` in
+    `[tool.ruff]`, else in `[tool.black]` (or `[tool.pyink]`, Google's black), of its
+    `pyproject.toml`; 88, their default, if none sets one (or the file cannot be read)."""
+    pyproject = find_pyproject(root)
+    if pyproject is None:
+        return 88
+    try:
+        with open(pyproject, "rb") as file:
+            tools = tomllib.load(file).get("tool", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return 88
+    for tool in ("ruff", "black", "pyink"):
+        length = tools.get(tool, {}).get("line-length") if isinstance(tools.get(tool), dict) else None
+        if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+            return length
+    return 88

@@ -14,7 +14,8 @@ from scanrewrite.targets import DEFAULT_TARGETS
 
 @dataclass(frozen=True)
 class Mode:
-    """Options of the rewrite itself, passed unchanged to `scanrewrite.codemod.rewrite`.
+    """Options of the transform itself, passed unchanged to `scanrewrite.codemod.rewrite`
+    (or `revert`).
 
     Frozen and hashable, so it travels to worker processes as it is.
     """
@@ -32,6 +33,11 @@ class Mode:
     #: The project's own top-level packages and modules, which import sorters call
     #: first-party: the added import goes before them (see `scanrewrite.codemod`).
     first_party: frozenset[str] = frozenset()
+    #: Undo the rewrite instead (`--revert`): the options above other than `first_party`
+    #: then do not apply.
+    revert: bool = False
+    #: The formatters' line length, for the revert's layout of the calls it shortens.
+    line_length: int = 88
 
 
 class WriteBack(enum.Enum):

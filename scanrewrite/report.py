@@ -39,6 +39,9 @@ class FileResult:
     cell_errors: tuple[tuple[str, str], ...] = ()
 
 
+_REVERT_VERBS = {"rewritten": "reverted", "would rewrite": "would revert", "would be rewritten": "would be reverted"}
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -56,6 +59,8 @@ class Report:
     quiet: bool = False
     #: Colour on or off; None leaves it to click (on when stderr is a terminal).
     color: bool | None = None
+    #: Whether the run reverts (`--revert`): the messages say "reverted" for "rewritten".
+    reverting: bool = False
     #: Files whose rewrite differs from them (written, or that would be).
     change_count: int = 0
     #: Files read and found to need no change.
@@ -67,6 +72,11 @@ class Report:
     #: Scan calls recognised but left as they were (a pragma, or a shape never guessed at).
     skipped_calls: int = 0
 
+    def _verb(self, done: str, would: str) -> str:
+        """`done` (``"rewritten"``) or `would` (``"would rewrite"``), reworded for a revert."""
+        verb = done if self.write_back.writes else would
+        return _REVERT_VERBS.get(verb, verb) if self.reverting else verb
+
     def _err(self, message: str, **style: object) -> None:
         click.echo(click.style(message, **style) if style else message, err=True, color=self.color)
 
@@ -75,7 +85,7 @@ class Report:
         if changed is Changed.YES:
             self.change_count += 1
             if not self.quiet:
-                self._err(f"{'rewritten' if self.write_back.writes else 'would rewrite'} {path}")
+                self._err(f"{self._verb('rewritten', 'would rewrite')} {path}")
         else:
             self.same_count += 1
             if self.verbose:
@@ -85,7 +95,7 @@ class Report:
         """Count one call rewritten at `path:line` (`note`: what it did not get)."""
         self.rewritten_calls += 1
         if self.verbose:
-            self._err(f"{path}:{line}: rewritten" + (f" ({note})" if note else ""))
+            self._err(f"{path}:{line}: {self._verb('rewritten', 'rewritten')}" + (f" ({note})" if note else ""))
 
     def skipped(self, path: str, line: int | str, reason: str) -> None:
         """Count one call at `path:line` that was left as it was, and why."""
@@ -148,7 +158,7 @@ class Report:
         """
         parts = []
         if self.change_count:
-            verb = "rewritten" if self.write_back.writes else "would be rewritten"
+            verb = self._verb("rewritten", "would be rewritten")
             calls = _plural(self.rewritten_calls, "scan call")
             parts.append(f"{_plural(self.change_count, 'file')} {verb} ({calls})")
         if self.same_count:

@@ -17,8 +17,11 @@ LAYERS = (
     "_discovery",
     "_import_order",
     "_imports",
+    "_layout",
     "_rewrite",
     "_writeback",
+    "_spelling",
+    "_revert",
     "_command",
     "__init__",
 )

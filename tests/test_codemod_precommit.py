@@ -134,3 +134,21 @@ def test_sorter_after_the_rewrite_changes_nothing(tmp_path: Path) -> None:
     second = _pre_commit(repo)
     assert second.returncode == 0, second.stdout + second.stderr
     assert len(re.findall(r"\.Passed$", second.stdout, re.M)) == 3, second.stdout
+
+    # The same hook with `args: [--revert]` undoes it, and the sorters still pass.
+    (repo / ".pre-commit-config.yaml").write_text(CONFIG.replace("--force-exclude", "--force-exclude --revert"))
+    commit_all(repo)
+    reverted = _pre_commit(repo)
+    output = reverted.stdout + reverted.stderr
+    assert reverted.returncode == 1, output
+    assert "3 files reverted (3 scan calls)" in reverted.stdout, output
+    assert re.search(r"^ruff imports\.+Passed$", reverted.stdout, re.M), output
+    assert re.search(r"^isort\.+Passed$", reverted.stdout, re.M), output
+    # Byte for byte where the rewrite kept the import the call used.
+    for name in ("mypkg/model.py", "mypkg/first_party.py"):
+        assert (repo / name).read_text() == FILES[name]
+    local = (repo / "mypkg/local_import.py").read_text()
+    assert "import os\n\nimport jax\n\nfrom . import helpers\n" in local
+    assert "return jax.lax.scan(lambda c, x: (c + x, c), c, xs), os, helpers" in local
+    commit_all(repo)
+    assert _pre_commit(repo).returncode == 0

@@ -99,7 +99,7 @@ def test_two_sites_end_to_end(project: Path):
     program = write(project, "two.py", TWO_SITES)
     fn, args = load(program, "two_first").factory()
     # A first run, without a budget, gives each candidate's compiled memory at the first site.
-    first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0)
+    first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0, keep_rewrites=True)
     site_a, site_b = Site(str(program.resolve()), SITE_A), Site(str(program.resolve()), SITE_B)
     assert [site.site for site in first.sites] == [site_a, site_b]
     memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
@@ -112,7 +112,7 @@ def test_two_sites_end_to_end(project: Path):
     lines[SITE_A - 1] = lines[SITE_A - 1].replace("unroll=1", f"unroll={written_a}")
     source = "".join(lines)
     program.write_text(source)
-    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least])]
+    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least]), "--keep-rewrites"]
 
     # The command, with a budget only the smaller one fits at the first site.
     result = invoke("two.py:factory", *options, "--diff", "--check")
@@ -159,13 +159,13 @@ def test_two_sites_end_to_end(project: Path):
 
 def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path):
     write(project, "fails.py", FAILS_AT_K8)
-    result = invoke("fails.py:factory", "--ks", "1,8", "--repeats", "1")
+    result = invoke("fails.py:factory", "--ks", "1,8", "--repeats", "1", "--keep-rewrites")
     assert result.exit_code == 2
     assert "| k=8 | failed to compile: ValueError: too many steps traced at once |" in result.stdout
     assert re.search(r"\| k=1 \(written\) \| [0-9.]+ \|.*\| pick \|", result.stdout)
     assert result.stderr.splitlines() == [
         "error: fails.py:13: k=8: failed to compile: ValueError: too many steps traced at once",
-        "1 site tuned, 0 with a pick other than the written unroll",
+        "1 site tuned, 0 with a pick other than what is written",
     ]
 
 
@@ -243,10 +243,10 @@ def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
     report = scanrewrite.tune.tune(fn, (jnp.ones((6, 3)),), ks=[2], checkpoints="none", repeats=1, warmup=0)
     (site,) = report.sites
     assert site.kind == "eqxi_scan" and site.site.line == line_of_marker("eqxi site")
-    assert [row.label for row in site.rows] == ["k=2", "k=1 (written)"]
-    assert report.picks == {site.site: site.pick} and site.pick in (Candidate(1), Candidate(2))
+    assert [row.label for row in site.rows] == ["k=2", "k=1 (written)", "original equinox.internal.scan"]
+    assert report.picks == {site.site: site.pick} and site.pick in (Candidate(1), Candidate(2), Candidate(None))
     assert report.unroll_picks == {site.site: site.pick.unroll}
-    assert f"{site.site} (eqxi_scan, written unroll=1): pick k={site.pick.unroll}" in str(report)
+    assert f"{site.site} (eqxi_scan, written unroll=1): pick {site.pick}" in str(report)
     assert [row.label for row in report.whole][0] == "lax.scan at every site"
 
 
@@ -261,7 +261,9 @@ def test_fori_loop_and_map_sites_are_tuned_with_checkpoint_modes():
         ("map", line_of_marker("map site")),
     ]
     for site in report.sites:
-        assert [row.label for row in site.rows] == ["k=2", "k=1 (written)", "k=2, checkpoint=False", "k=1, checkpoint=False"]
+        assert [row.label for row in site.rows] == [
+            "k=2", "k=1 (written)", "k=2, checkpoint=False", "k=1, checkpoint=False", f"original jax.lax.{site.kind}"
+        ]
         assert site.pick is not None and all(row.error is None for row in site.rows)
 
 

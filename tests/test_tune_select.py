@@ -11,9 +11,11 @@ from scanrewrite.tune._select import (
     Option,
     Timing,
     TuneError,
+    ORIGINAL_SCAN,
     candidates,
     choose,
     parse_ks,
+    parse_levels,
     parse_policies,
 )
 
@@ -79,6 +81,28 @@ def test_candidates_with_checkpoint_modes_only_where_the_call_takes_checkpoint()
     assert eqxi == [Candidate(1), Candidate(2)]
 
 
+def test_candidates_with_levels_and_the_original():
+    found = candidates([1, 2], ("none",), written=1, has_checkpoint=True, levels=(2, "auto"), original=True)
+    assert [str(c) for c in found] == [
+        "k=1", "k=2", "k=1, levels=2", "k=2, levels=2", "k=1, levels=auto", "k=2, levels=auto",
+        # Without checkpointing, levels change nothing: not tried.
+        "k=1, checkpoint=False", "k=2, checkpoint=False",
+        "original scan",
+    ]
+    assert found[-1] is ORIGINAL_SCAN and ORIGINAL_SCAN.original and not found[0].original
+    unchecked = candidates([1], ("dots_saveable",), written=1, has_checkpoint=True, levels=(2,), checkpointed=False)
+    assert [str(c) for c in unchecked] == ["k=1", "k=1, dots_saveable", "k=1, dots_saveable, levels=2"]
+
+
+def test_parse_levels():
+    assert parse_levels("1, 2,auto,2") == (1, 2, "auto")
+    assert parse_levels([2, "auto"]) == (2, "auto")
+    assert parse_levels("") == ()
+    for bad in ("0", "deep", [True], [1.5]):
+        with pytest.raises(TuneError, match="levels are positive ints or 'auto'"):
+            parse_levels(bad)
+
+
 def test_parse_policies_and_ks():
     assert parse_policies("none, checkpoint,dots_saveable,") == ("none", "checkpoint", "dots_saveable")
     assert parse_policies("") == ()
@@ -89,8 +113,8 @@ def test_parse_policies_and_ks():
         parse_ks([0])
 
 
-def option(k: int, times: tuple[float, ...], temp: int | None, error: str | None = None) -> Option:
-    return Option(Candidate(k), None if error else Timing(times), temp, error)
+def option(k: int | None, times: tuple[float, ...], temp: int | None, error: str | None = None, differs=False) -> Option:
+    return Option(Candidate(k), None if error else Timing(times), temp, error, differs)
 
 
 @pytest.mark.parametrize(
@@ -113,6 +137,20 @@ def option(k: int, times: tuple[float, ...], temp: int | None, error: str | None
             [option(1, (), None, "failed to compile: boom"), option(2, (2.0,), 20)], None, 2, "fastest",
             id="failed-skipped",
         ),
+        pytest.param(
+            [option(1, (1.0,), 10, differs=True), option(2, (2.0,), 20)], None, 2, "fastest", id="differs-never-picked"
+        ),
+        pytest.param(
+            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(None, (1.05, 1.1, 1.2, 1.3), 30)], None, None,
+            "as fast as k=1 within noise: the rewrite does not help here", id="original-within-noise-wins",
+        ),
+        pytest.param(
+            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(None, (1.0, 1.1, 1.2, 1.3), 30)], 20, 1,
+            "fastest within the memory budget", id="original-over-budget-loses",
+        ),
+        pytest.param(
+            [option(1, (1.0, 1.0), 10), option(None, (2.0, 2.0), 30)], None, 1, "fastest", id="original-slower-loses"
+        ),
     ],
 )
 def test_choose(options, limit, pick, reason):
@@ -123,6 +161,7 @@ def test_choose(options, limit, pick, reason):
 
 def test_choose_with_nothing_that_ran():
     assert choose([option(1, (), None, "failed to compile: x")], None) == (None, "no candidate ran")
+    assert choose([option(1, (1.0,), 3, differs=True)], None) == (None, "no candidate verified")
 
 
 def test_timing_noise_is_half_the_interquartile_range():

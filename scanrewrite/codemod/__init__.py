@@ -18,15 +18,27 @@ The parts, each importing only those before it:
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_import_order`: where an added import goes, as import sorters would put it.
 - `_imports`: the import the rewrite adds and the ones it leaves unused.
+- `_layout`: a changed call laid out as ruff format and black lay it out.
 - `_rewrite`: `rewrite` and its result types.
-- `_writeback`: `set_unroll` and `read_unroll`, the tuner's write-back.
+- `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.
+- `_spelling`: how a reverted call names its API again, and the import that needs.
+- `_revert`: `revert`, the inverse of `rewrite` (`scanrewrite --revert`), and
+  `write_picks`, the tuner's write-back that reverts where the original won.
 - `_command`: `ScanRewriteCommand`, the libcst codemod.
 
-The write-back, for `scanrewrite-tune` (see `_writeback` for the details):
+The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the details):
 
 ```python
 set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
+write_picks(source: bytes, picks: Mapping[int, Settings | None], line_length=88) -> UnrollResult
 read_unroll(source: bytes) -> dict[int, int | None]
+```
+
+And its inverse, `scanrewrite --revert`:
+
+```python
+revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResult
 ```
 """
 
@@ -35,18 +47,23 @@ from __future__ import annotations
 from scanrewrite.codemod._command import ScanRewriteCommand
 from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
+from scanrewrite.codemod._revert import revert, write_picks
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
-from scanrewrite.codemod._writeback import UnrollResult, read_unroll, set_unroll
+from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
 
 __all__ = [
     "RewriteResult",
     "Rewritten",
     "ScanRewriteCommand",
     "Skipped",
+    "Settings",
     "SourceError",
     "UnrollResult",
     "may_rewrite",
     "read_unroll",
+    "revert",
     "rewrite",
+    "set_settings",
     "set_unroll",
+    "write_picks",
 ]

@@ -3,13 +3,14 @@ in the call's own layout (line breaks, trailing comma, comments stay as they wer
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import libcst as cst
 
 from scanrewrite.targets import Target
 
-__all__ = ["ArgShape", "append_args", "keyword_arg"]
+__all__ = ["ArgShape", "append_args", "keyword_arg", "remove_args"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +127,50 @@ def _line_break(like: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespac
 
 def _with_comma(arg: cst.Arg, whitespace_after: cst.BaseParenthesizableWhitespace) -> cst.Arg:
     return arg.with_changes(comma=cst.Comma(whitespace_after=whitespace_after))
+
+
+def remove_args(call: cst.Call, names: Collection[str]) -> tuple[cst.Arg, ...]:
+    """`call`'s arguments without its keyword arguments named in `names`, in the call's own
+    layout: the inverse of `append_args` (removing what it appended gives back the call it
+    was given, byte for byte).
+
+    A removed argument takes its comma and the whitespace after it along; when the last one
+    goes, the one before it takes over the call's closing layout (its trailing comma, or the
+    line break before the bracket), and keeps the comment that followed it.
+    """
+    args = list(call.args)
+    for index in reversed(range(len(args))):
+        arg = args[index]
+        if arg.keyword is None or arg.keyword.value not in names:
+            continue
+        if index < len(args) - 1 or index == 0:
+            del args[index]
+            continue
+        previous = args[index - 1]
+        assert isinstance(previous.comma, cst.Comma)
+        if isinstance(arg.comma, cst.Comma):
+            comma = previous.comma.with_changes(
+                whitespace_after=_closing(previous.comma.whitespace_after, arg.comma.whitespace_after)
+            )
+            args[index - 1] = previous.with_changes(comma=comma, whitespace_after_arg=arg.whitespace_after_arg)
+        else:
+            closing = _closing(previous.comma.whitespace_after, arg.whitespace_after_arg)
+            args[index - 1] = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=closing)
+        del args[index]
+    return tuple(args)
+
+
+def _closing(
+    after: cst.BaseParenthesizableWhitespace, closing: cst.BaseParenthesizableWhitespace
+) -> cst.BaseParenthesizableWhitespace:
+    """What follows a new last argument, `after` whatever followed it: the closing layout,
+    keeping a comment (or blank lines) that followed the new last one on its own line. The
+    comment after an argument removed from a line of its own goes with it; one after an
+    argument on the new last one's line stays on that line."""
+    if isinstance(after, cst.ParenthesizedWhitespace) and isinstance(closing, cst.ParenthesizedWhitespace):
+        closing = closing.with_changes(first_line=cst.TrailingWhitespace(newline=closing.first_line.newline))
+    if isinstance(after, cst.ParenthesizedWhitespace) and (after.first_line.comment is not None or after.empty_lines):
+        if isinstance(closing, cst.ParenthesizedWhitespace):
+            return after.with_changes(indent=closing.indent, last_line=closing.last_line)
+        return after
+    return closing

@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, Scope
 
 from scanrewrite.codemod._import_order import add_import, sort_key
 
-__all__ = ["apply_scheduled_imports", "schedule_import_removal"]
+__all__ = ["ImportPruner", "apply_scheduled_imports", "schedule_import_removal", "unused_imports", "whole_lines"]
 
 
 def schedule_import_removal(
@@ -35,42 +35,51 @@ def schedule_import_removal(
     imports with no other use in the original tree spares its whole-module pass in
     the common case where the import is still needed.
     """
-    replaced: set[cst.CSTNode] = set()
-    for callee in callees:
-        callee.visit(_NodeCollector(replaced))
+    unused = unused_imports(scopes, callees)
+    unused_names = {name for names in unused.values() for name in names}
     context = replace(context, wrapper=wrapper)
     scheduled: set[tuple[str, Scope | None]] = set()
-    unused: dict[cst.CSTNode, set[str]] = {}  # import node -> names only the callees used
     for callee in callees:
         # The same spelling in the same scope finds the same imports.
         name = get_full_name_for_node(callee)
-        if name is not None and (name, scopes[callee]) in scheduled:
+        if (name, scopes[callee]) in scheduled or _root(callee) not in unused_names:
             continue
-        root = callee
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        if not isinstance(root, cst.Name):
+        RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
+        if name is not None:
+            scheduled.add((name, scopes[callee]))
+    return whole_lines(wrapper.module, unused)
+
+
+def unused_imports(
+    scopes: Mapping[cst.CSTNode, Scope | None], gone: list[cst.BaseExpression]
+) -> dict[cst.CSTNode, set[str]]:
+    """The import nodes whose names only the expressions in `gone` read, and those names."""
+    replaced: set[cst.CSTNode] = set()
+    for expression in gone:
+        expression.visit(_NodeCollector(replaced))
+    unused: dict[cst.CSTNode, set[str]] = {}
+    for expression in gone:
+        root = _root(expression)
+        if root is None:
             continue
-        imports = [
-            assignment.node
-            for assignment in scopes[root][root.value]
-            if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
-            and all(access.node in replaced for access in assignment.references)
-        ]
-        if imports:
-            RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
-            if name is not None:
-                scheduled.add((name, scopes[callee]))
-            for node in imports:
-                unused.setdefault(node, set()).add(root.value)
-    return {
-        index
-        for index, statement in enumerate(wrapper.module.body)
-        if isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and statement.body[0] in unused
-        and _bound_names(statement.body[0]) <= unused[statement.body[0]]
-    }
+        for assignment in scopes[expression][root]:
+            node = getattr(assignment, "node", None)
+            # `import a.b` binds `a` and `a.b`, and the accesses are the latter's: all count.
+            if isinstance(node, (cst.Import, cst.ImportFrom)) and all(
+                access.node in replaced
+                for same in assignment.scope.assignments
+                if getattr(same, "node", None) is node
+                for access in same.references
+            ):
+                unused.setdefault(node, set()).add(root)
+    return unused
+
+
+def _root(expression: cst.BaseExpression) -> str | None:
+    """The name an attribute chain starts with (``jax`` in ``jax.lax.scan``), if any."""
+    while isinstance(expression, cst.Attribute):
+        expression = expression.value
+    return expression.value if isinstance(expression, cst.Name) else None
 
 
 def _bound_names(node: cst.BaseSmallStatement) -> set[str]:
@@ -78,9 +87,26 @@ def _bound_names(node: cst.BaseSmallStatement) -> set[str]:
     assert isinstance(node, (cst.Import, cst.ImportFrom))
     if isinstance(node.names, cst.ImportStar):
         return {"*"}
-    if isinstance(node, cst.Import):
-        return {alias.evaluated_alias or alias.evaluated_name.partition(".")[0] for alias in node.names}
-    return {alias.evaluated_alias or alias.evaluated_name for alias in node.names}
+    return {_alias_binds(node, alias) for alias in node.names}
+
+
+def _alias_binds(node: cst.Import | cst.ImportFrom, alias: cst.ImportAlias) -> str:
+    """The name one alias of an import binds: ``jax`` for ``import jax.numpy``."""
+    if alias.asname is not None:
+        return alias.evaluated_alias or ""
+    return alias.evaluated_name.partition(".")[0] if isinstance(node, cst.Import) else alias.evaluated_name
+
+
+def whole_lines(module: cst.Module, unused: Mapping[cst.CSTNode, Collection[str]]) -> set[int]:
+    """The indices of the top-level import lines that lose every name they import."""
+    return {
+        index
+        for index, statement in enumerate(module.body)
+        if isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and statement.body[0] in unused
+        and _bound_names(statement.body[0]) <= set(unused[statement.body[0]])
+    }
 
 
 def apply_scheduled_imports(
@@ -161,12 +187,15 @@ def _is_import_line(statement: _Statement) -> bool:
     )
 
 
-class _RemoveImportsKeepingLines(RemoveImportsVisitor):
-    """`RemoveImportsVisitor` that moves a removed line's leading blank lines and comments
-    onto the statement after it (or the end of its block), so they stay where they were."""
+class _KeepsLines:
+    """For a transformer that removes import lines: it moves a removed line's leading blank
+    lines and comments onto the statement after it (or the end of its block), so they stay
+    where they were; with `collapse_blank_lines`, blank lines only are dropped where that
+    statement starts with blank lines of its own."""
 
-    def __init__(self, context: CodemodContext) -> None:
-        super().__init__(context)
+    def __init__(self, *args: object, collapse_blank_lines: bool = False) -> None:
+        super().__init__(*args)
+        self._collapse = collapse_blank_lines
         self._pending: list[cst.EmptyLine] = []
         self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
 
@@ -174,9 +203,7 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         if self._pending and isinstance(node, _Statement):
             self._receivers[node] = self._pending
             self._pending = []
-        # Imports are statements, so nothing inside an expression changes: skip the
-        # bulk of the tree (its unused-import analysis still sees all of it).
-        return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
+        return super().on_visit(node)
 
     def on_leave(
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
@@ -184,8 +211,11 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         updated = super().on_leave(original_node, updated_node)
         lines = self._receivers.pop(original_node, None)
         if lines is not None:
-            if isinstance(updated, _Statement):
-                updated = updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+            removed = isinstance(updated, cst.SimpleStatementLine) and not updated.body
+            if isinstance(updated, _Statement) and not removed:
+                own = updated.leading_lines
+                if not (self._collapse and _blank(lines) and own and own[0].comment is None):
+                    updated = updated.with_changes(leading_lines=[*lines, *own])
             else:
                 self._pending = [*lines, *self._pending]
         if (
@@ -195,10 +225,61 @@ class _RemoveImportsKeepingLines(RemoveImportsVisitor):
         ):
             self._pending.extend(original_node.leading_lines)
         elif self._pending and isinstance(updated, (cst.IndentedBlock, cst.Module)):
+            if self._collapse and _blank(self._pending):
+                self._pending = []
             updated = updated.with_changes(footer=[*self._pending, *updated.footer])
             self._pending = []
         return updated
 
+
+class _RemoveImportsKeepingLines(_KeepsLines, RemoveImportsVisitor):
+    """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`)."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Imports are statements, so nothing inside an expression changes: skip the
+        # bulk of the tree (its unused-import analysis still sees all of it).
+        return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
+
+
+class ImportPruner(_KeepsLines, cst.CSTTransformer):
+    """A transformer that removes the names of `unused_imports` from their imports (the
+    whole line when none is left), keeping the lines above it (`_KeepsLines`).
+
+    Without libcst's `RemoveImportsVisitor`, whose own unused-import analysis of the whole
+    module costs several times the transform: the caller knows what is unused.
+    """
+
+    def __init__(self, unused: Mapping[cst.CSTNode, Collection[str]], collapse_blank_lines: bool = False) -> None:
+        super().__init__(collapse_blank_lines=collapse_blank_lines)
+        self._unused = unused
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
+
+    def leave_Import(
+        self, original_node: cst.Import, updated_node: cst.Import
+    ) -> cst.Import | cst.RemovalSentinel:
+        return self._prune(original_node, updated_node)
+
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.RemovalSentinel:
+        return self._prune(original_node, updated_node)
+
+    def _prune(self, original_node, updated_node):
+        unused = self._unused.get(original_node)
+        if not unused or isinstance(updated_node.names, cst.ImportStar):
+            return updated_node
+        names = [alias for alias in updated_node.names if _alias_binds(updated_node, alias) not in unused]
+        if not names:
+            return cst.RemovalSentinel.REMOVE
+        if len(names) < len(updated_node.names):
+            names[-1] = names[-1].with_changes(comma=updated_node.names[-1].comma)
+        return updated_node.with_changes(names=names)
+
+
+def _blank(lines: list[cst.EmptyLine]) -> bool:
+    return all(line.comment is None for line in lines)
 
 
 class _NodeCollector(cst.CSTVisitor):

@@ -8,14 +8,14 @@ not come back exactly into a `SourceError` instead of a silent change.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-__all__ = ["Parsed", "SourceError", "node_lines"]
+__all__ = ["Parsed", "SourceError", "node_lines", "top_level_indices"]
 
 
 class SourceError(Exception):
@@ -182,3 +182,26 @@ class _LineCounter(CodegenState):
         yield
         if node in self._nodes:
             self.lines[node] = (start, self.line)
+
+
+def top_level_indices(module: cst.Module, nodes: Collection[cst.CSTNode]) -> dict[cst.CSTNode, int]:
+    """The index in `module`'s body of the top-level statement that holds each of `nodes`."""
+    finder = _TopLevelIndices(module, set(nodes))
+    module.visit(finder)
+    return finder.found
+
+
+class _TopLevelIndices(cst.CSTVisitor):
+    def __init__(self, module: cst.Module, nodes: set[cst.CSTNode]) -> None:
+        super().__init__()
+        self._top_level = {statement: index for index, statement in enumerate(module.body)}
+        self._nodes = nodes
+        self._current = 0
+        self.found: dict[cst.CSTNode, int] = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self._top_level:
+            self._current = self._top_level[node]
+        if node in self._nodes:
+            self.found[node] = self._current
+        return len(self.found) < len(self._nodes)

@@ -1,22 +1,32 @@
-"""The write-back: set ``unroll=`` on the runtime calls the rewrite made, at given lines.
+"""The write-back: set ``unroll=`` (and ``checkpoint=``, ``levels=``) on the runtime calls
+the rewrite made, at given lines.
 
-The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--check`::
+The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--check`:
 
-    set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
-    read_unroll(source: bytes) -> dict[int, int | None]
+```python
+set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
+set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
+read_unroll(source: bytes) -> dict[int, int | None]
+```
 
 `picks` maps a call site's line (1-based: the line of the call's first character, as
 `Rewritten.line` reports it, and as the runtime names the site, since the rewrite writes
-the callee on one line) to the `unroll` to write there. Each `scanrewrite.runtime.scan` / `scanrewrite.runtime.eqxi_scan` call starting on
-that line gets ``unroll=K``: its value replaced where the call passes one (by keyword or,
-for `scan`, as the sixth positional argument), else appended in the call's own layout.
-Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
+the callee on one line) to what to write there. Each `scanrewrite.runtime.scan` /
+`scanrewrite.runtime.eqxi_scan` call starting on that line gets ``unroll=K``: its value
+replaced where the call passes one (by keyword or, for `scan`, as the sixth positional
+argument), else appended in the call's own layout. A `Settings` may also set the checkpoint
+mode and `levels`: written as ``checkpoint=False`` or ``checkpoint=jax.checkpoint_policies.NAME``
+(adding ``import jax`` where nothing binds `jax`) and ``levels=N``, and left out (an argument
+there removed) where they are the runtime's defaults. A call the change makes too long, or
+short enough for one line again, is laid out as ruff format and black lay it out
+(`_layout`). Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
 
 A call is left alone and reported in `UnrollResult.skipped` (with its line and why) when a
 pragma on it says so (`# scanrewrite: skip`, or `# scanrewrite: unroll=N`, which wins over
-the tuner), when its unroll is an expression rather than a number, when `*args` or
-`**kwargs` may carry its unroll, and a picked line with no
-runtime call starting on it is reported too. A `skip-file` pragma leaves the whole file.
+the tuner), when a setting to change is written as an expression rather than a value, when
+`*args` or `**kwargs` may carry it, and a picked line with no runtime call starting on it is
+reported too. A `skip-file` pragma leaves the whole file. A site is written whole or not at
+all: a pick is only ever written as it was measured.
 """
 
 from __future__ import annotations
@@ -25,20 +35,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
+from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, read_pragmas
-from scanrewrite.codemod._parsing import Parsed, node_lines
-from scanrewrite.codemod._rewrite import Skipped
+from scanrewrite.codemod._imports import apply_scheduled_imports
+from scanrewrite.codemod._layout import FitsCalls
+from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
+from scanrewrite.codemod._rewrite import Skipped, check_options
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import TARGETS, Target
+from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
-__all__ = ["UnrollResult", "read_unroll", "set_unroll"]
+__all__ = ["NO_CALL", "RuntimeCalls", "Settings", "UnrollResult", "read_unroll", "set_settings", "set_unroll"]
 
 #: The write-back looks for the calls the rewrite wrote.
 _BY_REPLACEMENT = {target.replacement: target for target in TARGETS}
-_NO_CALL = "no scanrewrite.runtime call starts on this line"
+NO_CALL = "no scanrewrite.runtime call starts on this line"
 
 
 @dataclass(frozen=True)
@@ -60,48 +74,78 @@ class UnrollResult:
         return bool(self.updated)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What to write into one call."""
+
+    unroll: int
+    #: None: as written. ``"checkpoint"``: the default, `True` (no argument); ``"none"``:
+    #: ``checkpoint=False``; else the name of a policy in `jax.checkpoint_policies`.
+    checkpoint: str | None = None
+    #: None: as written. 1, the default (no argument); else ``levels=N`` or ``levels="auto"``.
+    levels: int | str | None = None
+
+
 def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
     """Write ``unroll=picks[line]`` into the runtime calls starting on each picked line.
 
     Raises `ValueError` for a line or an unroll that is not a positive int, and
     `SourceError` for source that cannot be decoded, parsed or reproduced byte for byte.
     """
-    for line, unroll in picks.items():
-        for name, value in (("line", line), ("unroll", unroll)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    return set_settings(source, {line: Settings(unroll) for line, unroll in picks.items()})
+
+
+def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int = 88) -> UnrollResult:
+    """Write each pick into the runtime calls starting on its line (see the module's
+    docstring); `line_length` is the formatters'.
+
+    Raises `ValueError` for a line that is not a positive int or a setting that is not
+    valid, and `SourceError` for source that cannot be decoded, parsed or reproduced byte
+    for byte.
+    """
+    for line, settings in picks.items():
+        if isinstance(line, bool) or not isinstance(line, int) or line < 1:
+            raise ValueError(f"`line` must be a positive integer, got {line!r}")
+        check_options(settings.unroll, None if settings.checkpoint == "checkpoint" else settings.checkpoint, settings.levels)
     parsed = Parsed.from_bytes(source)
-    sites = _Sites(parsed.module) if b"scanrewrite" in source else None
+    sites = RuntimeCalls(parsed.module) if b"scanrewrite" in source else None
     if sites is None or sites.skip_file is not None:
-        reason = "skip-file pragma" if sites is not None else _NO_CALL
+        reason = "skip-file pragma" if sites is not None else NO_CALL
         skipped = tuple(Skipped(line, reason) for line in sorted(picks))
         return UnrollResult(source, (), (), skipped)
 
-    edits: dict[cst.Call, int] = {}
+    edits: dict[cst.Call, Settings] = {}
+    context = CodemodContext()
     updated, unchanged, skipped = [], [], []
     for line in sorted(picks):
         calls = sites.by_line.get(line, [])
         if not calls:
-            skipped.append(Skipped(line, _NO_CALL))
-        reasons, changes = [], False
+            skipped.append(Skipped(line, NO_CALL))
+        reasons, changes = [], {}
         for call, resolved in calls:
             outcome = _why_not(call, resolved, sites.pragma(call))
             if outcome is None:
                 assert isinstance(resolved, Target)
-                outcome = _unroll_args(call, resolved, picks[line])
+                outcome = _new_args(call, resolved, picks[line])
+                if outcome is not None and not isinstance(outcome, str):
+                    outcome = _needs_jax(call, picks[line], sites, context) or outcome
             if isinstance(outcome, str):
                 reasons.append(outcome)
             elif outcome is not None:
-                edits[call] = picks[line]
-                changes = True
+                changes[call] = picks[line]
         skipped.extend(Skipped(line, reason) for reason in dict.fromkeys(reasons))
+        if reasons:
+            continue  # written whole or not at all
+        edits.update(changes)
         if changes:
             updated.append(line)
-        elif calls and not reasons:
+        elif calls:
             unchanged.append(line)
     if not edits:
         return UnrollResult(source, (), tuple(unchanged), tuple(skipped))
-    module = parsed.module.visit(_SetUnroll(edits, sites.targets))
+    module = parsed.module.visit(_SetArgs(edits, sites.targets, parsed.module.default_indent, line_length))
+    first_use = min(top_level_indices(parsed.module, edits).values(), default=None)
+    module = apply_scheduled_imports(module, context, first_use)
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
 
 
@@ -116,7 +160,7 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     parsed = Parsed.from_bytes(source)
     if b"scanrewrite" not in source:
         return {}
-    sites = _Sites(parsed.module)
+    sites = RuntimeCalls(parsed.module)
     found: dict[int, int | None] = {}
     for line, calls in sorted(sites.by_line.items()):
         for call, resolved in calls:
@@ -128,12 +172,13 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     return found
 
 
-class _Sites:
+class RuntimeCalls:
     """The runtime calls of one module, by their first line, and the pragmas on them."""
 
     def __init__(self, module: cst.Module) -> None:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        resolver = Resolver(wrapper.resolve(ScopeProvider), _BY_REPLACEMENT)
+        self.wrapper = wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.scopes = wrapper.resolve(ScopeProvider)
+        self.resolver = resolver = Resolver(self.scopes, _BY_REPLACEMENT)
         survey = Survey(resolver.resolve)
         module.visit(survey)
         comments = pragma_comments(module)
@@ -189,41 +234,102 @@ def _unroll_arg(call: cst.Call, target: Target) -> cst.Arg | None:
     return None
 
 
-def _unroll_args(call: cst.Call, target: Target, unroll: int) -> tuple[cst.Arg, ...] | str | None:
-    """`call`'s arguments passing ``unroll``; None if they already do; why not, if they cannot."""
-    value = cst.Integer(str(unroll))
-    arg = _unroll_arg(call, target)
-    if arg is not None:
-        if not isinstance(arg.value, cst.Integer):
-            # A name or expression says how the user chose k; a literal would silently drop that.
-            code = cst.Module([]).code_for_node(arg.value)
-            return f"unroll is written as an expression (`{code}`), not a number: set it by hand"
-        if arg.value.evaluated_value == unroll:
-            return None
-        return tuple(arg.with_changes(value=value) if other is arg else other for other in call.args)
-    shape = ArgShape.of(call.args, target)
-    if shape.star_may_reach("unroll"):
-        return "unroll may come from *args"
-    if shape.double_star:
-        # The runtime takes `unroll` from **kwargs too: adding one could pass it twice.
-        return "unroll may come from **kwargs"
+def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, context: CodemodContext) -> str | None:
+    """Why a policy cannot be written into `call` (`jax` means something else there); else
+    None, with ``import jax`` scheduled in `context` where nothing binds `jax`."""
+    if settings.checkpoint in (None, "none", "checkpoint"):
+        return None
+    if not sites.resolver.module_name_usable(call, "jax"):
+        return "checkpoint policy needs `jax`, which is bound to something else here"
+    if not sites.scopes[call]["jax"]:
+        AddImportsVisitor.add_needed_import(context, "jax")
+    return None
+
+
+def _new_args(call: cst.Call, target: Target, settings: Settings) -> tuple[cst.Arg, ...] | str | None:
+    """`call`'s arguments with `settings` written; None if they already say so; why not, if
+    they cannot."""
     if any(isinstance(arg.value, cst.GeneratorExp) and not arg.value.lpar for arg in call.args):
-        return "a bare generator argument cannot be followed by unroll"
-    return append_args(call, [keyword_arg("unroll", value)])
+        return "a bare generator argument cannot be followed by more arguments"
+    shape = ArgShape.of(call.args, target)
+    args = list(call.args)
+    new: list[cst.Arg] = []
+    drop: set[str] = set()
+    wanted = [("unroll", cst.Integer(str(settings.unroll)))]
+    if settings.checkpoint is not None:
+        wanted.append(("checkpoint", _checkpoint_value(settings.checkpoint)))
+    if settings.levels is not None:
+        value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
+        wanted.append(("levels", None if settings.levels == 1 else value))
+    for name, value in wanted:
+        if name != "unroll" and name not in target.keyword_only:
+            return f"{target.qualified_name} takes no {name}"
+        arg = _unroll_arg(call, target) if name == "unroll" else _keyword(call, name)
+        if arg is not None:
+            if not _is_value(arg.value):
+                code = cst.Module([]).code_for_node(arg.value)
+                what = "number" if name == "unroll" else "value"
+                return f"{name} is written as an expression (`{code}`), not a {what}: set it by hand"
+            if value is None:
+                drop.add(name)
+            elif not arg.value.deep_equals(value):
+                args[args.index(arg)] = arg.with_changes(value=value)
+            continue
+        if value is None:
+            continue
+        if shape.star_may_reach(name):
+            return f"{name} may come from *args"
+        if shape.double_star:
+            # The runtime takes every option from **kwargs too: adding one could pass it twice.
+            return f"{name} may come from **kwargs"
+        new.append(keyword_arg(name, value))
+    if args == list(call.args) and not new and not drop:
+        return None
+    edited = call.with_changes(args=args)
+    edited = edited.with_changes(args=remove_args(edited, drop))
+    return append_args(edited, new)
 
 
-class _SetUnroll(cst.CSTTransformer):
-    """Writes the picked unroll into each call to edit (nested calls included)."""
+def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
 
-    def __init__(self, edits: dict[cst.Call, int], targets: dict[cst.Call, Target]) -> None:
-        super().__init__()
+
+def _checkpoint_value(mode: str) -> cst.BaseExpression | None:
+    """The value a checkpoint mode is written as; None for the default (no argument)."""
+    if mode == "checkpoint":
+        return None
+    if mode == "none":
+        return cst.Name("False")
+    return cst.parse_expression(f"jax.checkpoint_policies.{mode}")
+
+
+def _is_value(node: cst.BaseExpression) -> bool:
+    """Whether `node` is written as a value the tuner writes (and may replace): an int or
+    ``"auto"`` literal, `True` or `False`, or ``jax.checkpoint_policies.NAME``."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "auto"
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False")
+    code = cst.Module([]).code_for_node(node)
+    return code.startswith("jax.checkpoint_policies.") and code.rpartition(".")[2] in CHECKPOINT_POLICIES
+
+
+class _SetArgs(FitsCalls):
+    """Writes the settings into each call to edit (nested calls included), laid out."""
+
+    def __init__(
+        self, edits: dict[cst.Call, Settings], targets: dict[cst.Call, Target], default_indent: str, line_length: int
+    ) -> None:
+        super().__init__(default_indent, line_length)
         self._edits = edits
         self._targets = targets
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        unroll = self._edits.get(original_node)
-        if unroll is None:
+        settings = self._edits.get(original_node)
+        if settings is None:
             return updated_node
-        args = _unroll_args(updated_node, self._targets[original_node], unroll)
+        args = _new_args(updated_node, self._targets[original_node], settings)
         assert isinstance(args, tuple), args
-        return updated_node.with_changes(args=args)
+        return self.changed(original_node, updated_node.with_changes(args=args))

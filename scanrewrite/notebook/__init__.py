@@ -16,15 +16,17 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import functools
 import json
 import secrets
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import libcst
 
-from scanrewrite.codemod import SourceError, may_rewrite, rewrite
+from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
@@ -86,10 +88,15 @@ def is_notebook(path: str) -> bool:
     return path.endswith(".ipynb")
 
 
-def rewrite_notebook(source: bytes, **options: Any) -> NotebookResult:
+def rewrite_notebook(
+    source: bytes, *, transform: Callable[[bytes], RewriteResult] | None = None, **options: Any
+) -> NotebookResult:
     """Rewrite every recognised scan call in the code cells of the notebook `source`.
 
-    `options` are the keyword options of `scanrewrite.codemod.rewrite` (`unroll`, `checkpoint`, ...). A notebook that is not UTF-8,
+    `options` are the keyword options of `scanrewrite.codemod.rewrite` (`unroll`, `checkpoint`, ...);
+    `transform`, if given, is used instead of that rewrite (`scanrewrite.codemod.revert`, say:
+    the cells are joined, transformed and split back the same way); `options` then only say
+    the `targets`, whose calls may change. A notebook that is not UTF-8,
     not JSON, or not a valid nbformat 4 notebook raises `NotebookError`. A notebook whose
     kernel is not Python, and cells whose cell magic is not Python (`%%bash`), are left as
     they are; a code cell that cannot be parsed is left as it is and listed in `unparsed`.
@@ -116,7 +123,9 @@ def rewrite_notebook(source: bytes, **options: Any) -> NotebookResult:
         elif notebook.cells[index].source.strip():
             unparsed[index] = problem
     sources = {cell.index: cell.source for cell in notebook.cells}
-    result, program = _rewrite_cells(masked, unparsed, sources, salt, options)
+    transform = transform or functools.partial(rewrite, **options)
+    targets = options.get("targets", DEFAULT_TARGETS)
+    result, program = _rewrite_cells(masked, unparsed, sources, salt, transform, targets)
     if result is None or not result.changed:
         return NotebookResult(
             source, (), (), _calls(result, program, numbers, "skipped") if result else (), _unparsed(unparsed, numbers)
@@ -253,7 +262,7 @@ def _syntax_error(code: str) -> tuple[int | None, str] | None:
     return None
 
 
-def _rewrite_cells(masked, unparsed, sources, salt, options):
+def _rewrite_cells(masked, unparsed, sources, salt, transform, targets):
     """Rewrite the joined cells; a cell the rewrite cannot parse moves to `unparsed` and the
     rest are rewritten again. Returns (result or None when nothing can change, program)."""
     while True:
@@ -264,10 +273,10 @@ def _rewrite_cells(masked, unparsed, sources, salt, options):
             cells.append((_KEEP, reference_call(f"__ipython_{salt}_keep__", texts) + "\n"))
         program = Program.join(cells, salt)
         code = program.code.encode("utf-8")
-        if not masked or not may_rewrite(code, options.get("targets", DEFAULT_TARGETS)):
+        if not masked or not may_rewrite(code, targets):
             return None, program
         try:
-            result = rewrite(code, **options)
+            result = transform(code)
         except SourceError as exc:
             where = program.locate(exc.line) if exc.line is not None else None
             if where is None or where[0] not in masked:

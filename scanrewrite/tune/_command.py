@@ -15,7 +15,7 @@ import click
 from scanrewrite.files import display_path
 from scanrewrite.output import color_diff
 from scanrewrite.runtime._override import Site
-from scanrewrite.tune._select import DEFAULT_KS, Budget, TuneError, parse_policies
+from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, Budget, TuneError, parse_levels, parse_policies
 
 
 class _Bar:
@@ -92,41 +92,58 @@ def _write_stdout(data: bytes) -> None:
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
               "or jax.checkpoint_policies names.")
+@click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
+              callback=_parsed(parse_levels),
+              help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "
+              "('1' tries no other).")
+@click.option("--keep-rewrites", is_flag=True,
+              help="Never pick the original scan at a site (by default a site where it is as fast, within "
+              "the budget, is reverted to it).")
+@click.option("--rtol", type=click.FloatRange(min=0), default=None,
+              help="Relative tolerance of the check that each configuration computes the original's numbers "
+              "[default: by dtype, 1e-4 for float32, 1e-9 for float64].")
+@click.option("--atol", type=click.FloatRange(min=0), default=None,
+              help="Absolute tolerance of that check [default: the dtype's smallest normal number].")
 @click.option("--diff", is_flag=True,
-              help="Print the unified diff that sets each site's unroll= to its pick (tables go to stderr).")
+              help="Print the unified diff that writes each site's pick (tables go to stderr).")
 @click.option("--write", is_flag=True, help="Write the picks into the source.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if a site's written unroll is off its pick.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if a site's written settings are off its pick.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
-def main(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color) -> None:
-    """Measure unroll at each rewritten scan call that FACTORY's function traces, on this
-    machine's default jax device, and pick the fastest within the memory budget.
+def main(target, ks, repeats, warmup, memory_budget, policies, levels, keep_rewrites, rtol, atol, diff, write, check,
+         quiet, color) -> None:
+    """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
+    FACTORY's function traces, on this machine's default jax device, check that each
+    configuration computes the original's numbers, and pick the fastest within the memory
+    budget; where the original scan is as fast, pick it.
 
     FACTORY, a function in FILE.py, returns (fn, args) or (fn, args, kwargs), e.g. a training
     step returning loss and gradients and its inputs. Exit codes: 0 done, 1 --check found a
-    site off its pick, 2 an error.
+    site off its pick, 2 an error (a candidate that failed or computes different numbers
+    included).
     """
     if write and check:
         raise click.UsageError("--write and --check cannot be used together")
-    sys.exit(_run(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color))
+    options = dict(
+        ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
+        memory_budget=memory_budget, rtol=rtol, atol=atol,
+    )
+    sys.exit(_run(target, options, diff, write, check, quiet, color))
 
 
 def _error(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
-def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, check, quiet, color) -> int:
+def _run(target, options, diff, write, check, quiet, color) -> int:
     from scanrewrite.tune._factory import load
     from scanrewrite.tune._tune import tune
 
     bar = _Bar(enabled=not quiet)
     try:
         fn, args, kwargs = load(target)
-        report = tune(
-            fn, args, kwargs, ks=ks, checkpoints=policies, repeats=repeats, warmup=warmup,
-            memory_budget=memory_budget, progress=bar,
-        )
+        report = tune(fn, args, kwargs, progress=bar, **options)
     except TuneError as exc:
         bar.close()
         _error(str(exc))
@@ -137,16 +154,14 @@ def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, chec
     for site, message in report.errors:
         _error(f"{_site_name(site)}: {message}")
         status = 2
-    for site in report.sites:
-        if site.pick is not None and site.pick.checkpoint is not None:
-            click.echo(
-                f"note: {_site_name(site.site)}: pick {site.pick}: only unroll= is written back; "
-                "set checkpoint= by hand", err=True,
-            )
-    off_sites = [
-        site for site in report.sites if site.pick is not None and site.pick.unroll != site.written.get("unroll")
-    ]
-    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than the written unroll"
+    for site, row in report.differing:
+        where = _site_name(site) if site is not None else "the whole program"
+        _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {row.comparison.max_rel_diff:.1e})")
+        status = 2
+    if not report.picks_agree:
+        _error("the picks together compute different numbers: nothing is written")
+    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
+    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
     if not (diff or write or check):
         click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
         return status
@@ -154,7 +169,7 @@ def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, chec
 
     diff_color = color if color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
     off = 0
-    for change in plan(report.unroll_picks):
+    for change in plan(report.picks):
         for line, note in change.notes:
             click.echo(f"{change.display}:{line}: not written: {note}", err=True)
         if change.error is not None:
@@ -181,6 +196,12 @@ def _run(target, ks, repeats, warmup, memory_budget, policies, diff, write, chec
     if check and off and status == 0:
         return 1
     return status
+
+
+def _off(pick, written) -> bool:
+    """Whether writing `pick` changes the call (a checkpoint mode or levels is only ever a
+    candidate where it differs from the written one)."""
+    return pick.original or pick.unroll != written.get("unroll") or pick.checkpoint is not None or pick.levels is not None
 
 
 def _plural(count: int, noun: str) -> str:

@@ -3,7 +3,8 @@
 A configuration gives every site its setting (or leaves it as written); it is compiled once,
 under `scanrewrite.runtime.override`, into an executable whose compile time and XLA temp
 memory are recorded, and executables are timed in interleaved rounds, so that load from other
-processes falls on every configuration alike.
+processes falls on every configuration alike. The first call of each executable also gives
+its outputs, which are compared with the original's (`_verify`): the check costs no compile.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._override import Call
 from scanrewrite.tune._select import Candidate, Timing, TuneError
+from scanrewrite.tune._verify import Comparison, Tolerance, compare, to_host
 
 #: A configuration: the site -> setting of every site not left as written. `BASELINE` marks
 #: the configuration with every site as the scan it replaced.
@@ -44,9 +46,11 @@ def applied(config: Config | str) -> Iterator[None]:
             stack.enter_context(override(unroll=ORIGINAL))
         else:
             for site, candidate in config:
-                settings: dict[str, Any] = {"unroll": candidate.unroll}
+                settings: dict[str, Any] = {"unroll": ORIGINAL if candidate.original else candidate.unroll}
                 if candidate.checkpoint is not None:
                     settings["checkpoint"] = _checkpoint_value(candidate.checkpoint)
+                if candidate.levels is not None:
+                    settings["levels"] = candidate.levels
                 stack.enter_context(override(sites=[site], **settings))
         yield
 
@@ -64,6 +68,8 @@ class Compiled:
     compile_s: float | None
     temp_bytes: int | None
     error: str | None = None
+    #: Its outputs against the original's, once it has run (`Program.time`).
+    comparison: Comparison | None = None
 
 
 class Program:
@@ -74,7 +80,9 @@ class Program:
     as `equinox.filter_jit` does, so the factory's arguments need no `static_argnums`.
     """
 
-    def __init__(self, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any], tolerance: Tolerance = Tolerance()
+    ) -> None:
         if not callable(fn):
             raise TuneError(f"the function to tune is not callable: {fn!r}")
         leaves, self._treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
@@ -83,6 +91,9 @@ class Program:
         self.inputs = [leaf for leaf, is_array in zip(leaves, self._is_array) if is_array]
         self._fn = fn
         self._compiled: dict[Config | str, Compiled] = {}
+        self.tolerance = tolerance
+        #: The original's outputs, on the host, once `check_original` has them.
+        self.reference: Any | None = None
 
     def _call(self, inputs: list[Any]) -> Any:
         it = iter(inputs)
@@ -100,15 +111,38 @@ class Program:
             jax.eval_shape(self._call, self.inputs)
         return dict(found)
 
-    def warm_up(self, configs: Sequence[Config | str]) -> None:
+    def jaxpr(self, config: Config | str) -> Any:
+        """The function's closed jaxpr under `config` (traced, not compiled)."""
+        with applied(config):
+            return jax.make_jaxpr(self._call)(self.inputs)
+
+    def warm_up(self, configs: Sequence[Config | str]) -> Any | None:
         """Compile `configs` once and forget the results, so that the compile times measured
         afterwards do not include what jax does once per process (first use of a primitive's
-        lowering, of the backend); failures are left for `compile` to report."""
+        lowering, of the backend); failures are left for `compile` to report.
+
+        Returns the outputs of the first configuration's compilation, on the host (None if
+        it failed): a first compilation of the original, for `check_original`."""
+        outputs = None
         for config in configs:
             with contextlib.suppress(Exception), applied(config):
-                jax.jit(self._call).lower(self.inputs).compile()
+                executable = jax.jit(self._call).lower(self.inputs).compile()
+                if outputs is None and config is configs[0]:
+                    outputs = to_host(jax.block_until_ready(executable(self.inputs)))
         # Otherwise the measured compile would be a cache hit.
         jax.clear_caches()
+        return outputs
+
+    def check_original(self, baseline: Compiled, first: Any | None) -> Comparison | None:
+        """Run `baseline` (the original, compiled again after `warm_up`), keep its outputs as
+        the reference every configuration is compared with, and compare them with `first`'s
+        (its warm-up compilation): None if they agree or there is no `first`; else how they
+        differ."""
+        self.reference = to_host(jax.block_until_ready(self.run(baseline)))
+        if first is None:
+            return None
+        baseline.comparison = compare(self.reference, first, self.tolerance)
+        return None if baseline.comparison.agrees else baseline.comparison
 
     def compile(self, config: Config | str) -> Compiled:
         """`config` compiled (once: a second request returns the first result)."""
@@ -129,6 +163,11 @@ class Program:
             result.compile_s, result.temp_bytes = known.compile_s, known.temp_bytes
         self._compiled[config] = result
         return result
+
+    def _verify(self, entry: Compiled, outputs: Any) -> None:
+        """Compare the first outputs of `entry` with the original's."""
+        if entry.comparison is None and self.reference is not None:
+            entry.comparison = compare(to_host(outputs), self.reference, self.tolerance)
 
     def forget(self, keep: Sequence[Config | str]) -> None:
         """Drop the executables of configurations other than `keep` (their numbers stay with
@@ -154,7 +193,7 @@ class Program:
         for index, entry in enumerate(entries):
             try:
                 for _ in range(warmup):
-                    self.run(entry)
+                    self._verify(entry, self.run(entry))
             except Exception as exc:
                 failed[index] = f"failed to run: {_one_line(exc)}"
         times: list[list[float]] = [[] for _ in entries]
@@ -164,10 +203,11 @@ class Program:
                     continue
                 start = time.perf_counter()
                 try:
-                    self.run(entry)
+                    outputs = self.run(entry)
                 except Exception as exc:
                     failed[index] = f"failed to run: {_one_line(exc)}"
                     continue
                 times[index].append(time.perf_counter() - start)
+                self._verify(entry, outputs)
             advance()
         return [failed[i] if i in failed else Timing(tuple(times[i])) for i in range(len(entries))]

@@ -8,11 +8,21 @@ from typing import Any
 
 from scanrewrite.runtime._override import Site
 from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
+from scanrewrite.tune._verify import Comparison, Tolerance
+
+
+def format_diff(comparison: Comparison | None) -> str:
+    """A max relative difference as the tables print it: `0` when exact, else two digits."""
+    if comparison is None:
+        return "n/a"
+    if comparison.max_rel_diff == 0:
+        return "0"
+    return f"{comparison.max_rel_diff:.1e}"
 
 HEADER = (
     "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory | vs lax.scan "
-    "| compile (s) | vs lax.scan | |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    "| compile (s) | vs lax.scan | max rel diff | |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 )
 
 
@@ -35,11 +45,18 @@ class Row:
     timing: Timing | None = None
     error: str | None = None
     note: str = ""
+    #: Its outputs against the original's (for the baseline: a second compilation's).
+    comparison: Comparison | None = None
+
+    @property
+    def differs(self) -> bool:
+        """Whether it computes other numbers than the original."""
+        return self.comparison is not None and not self.comparison.agrees
 
     def cells(self, baseline: Row) -> str:
         """The row of the table, with ratios to `baseline` (lax.scan at every site)."""
         if self.error is not None:
-            return f"| {self.label} | {self.error} | | | | | | | {self.note} |"
+            return f"| {self.label} | {self.error} | | | | | | | | {self.note} |"
         ratio = lambda a, b, fmt: "n/a" if a is None or not b else format(a / b, fmt)
         timing, base = self.timing, baseline.timing
         mib = "n/a" if self.temp_bytes is None else format_bytes(self.temp_bytes)
@@ -52,6 +69,7 @@ class Row:
             ratio(self.temp_bytes, baseline.temp_bytes, ".2f"),
             "n/a" if self.compile_s is None else f"{self.compile_s:.2f}",
             ratio(self.compile_s, baseline.compile_s, ".2f"),
+            format_diff(self.comparison),
             f"{self.note} |",
         ])
 
@@ -63,7 +81,7 @@ class SiteReport:
     site: Site
     #: `"scan"`, `"eqxi_scan"`, `"fori_loop"` or `"map"`.
     kind: str
-    #: The settings the call wrote (`unroll`, and `checkpoint` but for `eqxi_scan`).
+    #: The settings the call wrote (`unroll`; `checkpoint` and `levels` but for `eqxi_scan`).
     written: dict[str, Any]
     #: lax.scan at every site, timed in the same interleaved rounds as `rows`.
     baseline: Row
@@ -108,13 +126,24 @@ class TuneReport:
     device: str = ""
     #: (site, `candidate: reason`) for each candidate that failed to compile or run.
     errors: list[tuple[Site, str]] = field(default_factory=list)
+    #: (site, candidate) for each candidate that computes other numbers than the original;
+    #: the site is None for a configuration of the whole program.
+    differing: list[tuple[Site | None, Row]] = field(default_factory=list)
+    #: What "the same numbers" meant.
+    tolerance: Tolerance = Tolerance()
+    #: False if the whole program with every site at its pick computed other numbers.
+    picks_agree: bool = True
 
     @property
     def picks(self) -> dict[Site, Candidate]:
+        """Each site's pick, all verified: none if the picks together computed other numbers."""
+        if not self.picks_agree:
+            return {}
         return {site.site: site.pick for site in self.sites if site.pick is not None}
 
     @property
-    def unroll_picks(self) -> dict[Site, int]:
+    def unroll_picks(self) -> dict[Site, int | None]:
+        """Each site's picked `unroll` (None where the original scan is picked)."""
         return {site: candidate.unroll for site, candidate in self.picks.items()}
 
     def table(self, name: Callable[[Site], str] = str) -> str:
@@ -124,7 +153,10 @@ class TuneReport:
             budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}"
         parts = [
             f"{self.device}; {self.repeats} timed repeats after {self.warmup} warm-up, interleaved; "
-            f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}"
+            f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}; "
+            f"max rel diff: of the outputs against the original's (for lax.scan: a second compilation's), "
+            f"largest difference over largest magnitude per leaf; the same numbers within "
+            f"{self.tolerance.describe()}"
         ]
         parts += [site.table(name) for site in self.sites]
         baseline = self.whole[0]

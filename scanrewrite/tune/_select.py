@@ -22,36 +22,78 @@ class TuneError(Exception):
     """Bad input to the tuner: one line, naming the file and line where there is one."""
 
 
+#: `levels` is tried at sites of at least this many steps (below it, nesting saves little).
+LEVELS_MIN_STEPS = 64
+#: The levels tried by default.
+DEFAULT_LEVELS: tuple[int | str, ...] = (1, 2, "auto")
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """One setting tried at a site: `unroll=k`, and a checkpoint mode or the written one."""
+    """One setting tried at a site: `unroll=k`, a checkpoint mode and `levels` (or those
+    written); or the scan the rewrite replaced (`unroll` None)."""
 
-    unroll: int
+    #: None: the original scan (`jax.lax.scan` / `equinox.internal.scan`) at this site.
+    unroll: int | None
     #: None: as the call wrote it; `"none"`: `checkpoint=False`; `"checkpoint"`:
     #: `checkpoint=True`; else the name of a policy in `jax.checkpoint_policies`.
     checkpoint: str | None = None
+    #: None: as the call wrote it; else an int >= 1 or `"auto"`.
+    levels: int | str | None = None
+
+    @property
+    def original(self) -> bool:
+        return self.unroll is None
 
     def __str__(self) -> str:
-        if self.checkpoint is None:
-            return f"k={self.unroll}"
+        if self.unroll is None:
+            return "original scan"
+        parts = [f"k={self.unroll}"]
         if self.checkpoint == "none":
-            return f"k={self.unroll}, checkpoint=False"
-        if self.checkpoint == "checkpoint":
-            return f"k={self.unroll}, checkpoint=True"
-        return f"k={self.unroll}, {self.checkpoint}"
+            parts.append("checkpoint=False")
+        elif self.checkpoint == "checkpoint":
+            parts.append("checkpoint=True")
+        elif self.checkpoint is not None:
+            parts.append(self.checkpoint)
+        if self.levels is not None:
+            parts.append(f"levels={self.levels}")
+        return ", ".join(parts)
+
+
+#: The scan the rewrite replaced, as a candidate.
+ORIGINAL_SCAN = Candidate(None)
 
 
 def candidates(
-    ks: Sequence[int], checkpoints: Sequence[str], *, written: object, has_checkpoint: bool
+    ks: Sequence[int],
+    checkpoints: Sequence[str],
+    *,
+    written: object,
+    has_checkpoint: bool,
+    levels: Sequence[int | str] = (),
+    original: bool = False,
+    checkpointed: bool = True,
 ) -> list[Candidate]:
-    """Every k with the written checkpoint mode, then every k with each of `checkpoints`
-    (only where the call takes `checkpoint`). The written `unroll`, when it is an int not
-    among `ks`, is tried too, so the status quo is always measured."""
+    """Every k with the written checkpoint mode and levels, then every k with each other
+    combination of `checkpoints` (only where the call takes `checkpoint`) and `levels`
+    (only where given: a `scan` site of at least `LEVELS_MIN_STEPS` steps); then, with
+    `original`, the original scan. The written `unroll`, when it is an int not among `ks`,
+    is tried too, so the status quo is always measured. Levels go only with a checkpointed
+    mode (`checkpointed`: whether the written one is): without checkpointing they change
+    nothing."""
     ks = list(dict.fromkeys(ks))
     if isinstance(written, int) and not isinstance(written, bool) and written > 0 and written not in ks:
         ks.append(written)
     modes: list[str | None] = [None, *(dict.fromkeys(checkpoints) if has_checkpoint else ())]
-    return [Candidate(k, mode) for mode in modes for k in ks]
+    depths: list[int | str | None] = [None, *dict.fromkeys(levels)]
+    found = [
+        Candidate(k, mode, depth)
+        for mode in modes
+        for depth in depths
+        if depth is None or (mode != "none" and (mode is not None or checkpointed))
+        for k in ks
+    ]
+    return found + [ORIGINAL_SCAN] if original else found
 
 
 def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
@@ -62,6 +104,19 @@ def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
     if not values:
         raise TuneError("no chunk sizes to try")
     return tuple(dict.fromkeys(values))
+
+
+def parse_levels(text: str | Sequence[int | str]) -> tuple[int | str, ...]:
+    """The levels to try: positive ints or `auto`; comma-separated in a string."""
+    values = [part.strip() for part in text.split(",") if part.strip()] if isinstance(text, str) else list(text)
+    found: list[int | str] = []
+    for value in values:
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise TuneError(f"levels are positive ints or 'auto', got {value!r}")
+        found.append(value)
+    return tuple(dict.fromkeys(found))
 
 
 def parse_policies(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -149,6 +204,8 @@ class Option:
     timing: Timing | None
     temp_bytes: int | None
     error: str | None = None
+    #: Whether its numbers differ from the original's: it is never picked.
+    differs: bool = False
 
 
 #: The reason given when no candidate fits the memory budget.
@@ -158,14 +215,16 @@ OVER_BUDGET = "no candidate fits the memory budget: the least memory"
 def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None, str]:
     """The pick among `options`, and why.
 
-    The fastest (median step time) of those that ran and whose temp memory fits `limit`;
-    then, among those within the measured noise of it (the larger of the two spreads), the
-    one with the least temp memory (ties: the faster). If none fits the budget, the one with
-    the least memory, said so in the reason. None if no candidate ran.
+    Only candidates that ran and compute the original's numbers count. The fastest (median
+    step time) of those whose temp memory fits `limit`; then, among those within the measured
+    noise of it (the larger of the two spreads): the original scan if it is one of them (the
+    rewrite keeps only what helps: speed, or the memory the budget needs), else the one with
+    the least temp memory (ties: the faster). If none fits the budget, the one with the least
+    memory, said so in the reason. None if no candidate ran and agreed.
     """
-    ran = [option for option in options if option.error is None and option.timing is not None]
+    ran = [option for option in options if option.error is None and option.timing is not None and not option.differs]
     if not ran:
-        return None, "no candidate ran"
+        return None, "no candidate ran" if not any(option.differs for option in options) else "no candidate verified"
     fits = [o for o in ran if limit is None or o.temp_bytes is None or o.temp_bytes <= limit]
     if not fits:
         least = min(ran, key=lambda o: (o.temp_bytes, o.timing.median))
@@ -175,9 +234,14 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
         o for o in fits
         if o.timing.median - fastest.timing.median <= max(o.timing.noise, fastest.timing.noise)
     ]
+    within = "within the memory budget" if limit is not None else ""
+    original = next((o for o in ties if o.candidate.original), None)
+    if original is not None:
+        if original is fastest:
+            return original, " ".join(filter(None, ["fastest", within]))
+        return original, f"as fast as {fastest.candidate} within noise: the rewrite does not help here"
     memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
     best = min(ties, key=lambda o: (memory(o), o.timing.median))
-    within = "within the memory budget" if limit is not None else ""
     if best is fastest:
         return best, " ".join(filter(None, ["fastest", within]))
     return best, f"less memory than {fastest.candidate} at the same speed within noise"

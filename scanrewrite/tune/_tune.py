@@ -9,10 +9,14 @@ from typing import Any, Protocol
 import jax
 
 from scanrewrite.runtime._override import Site
+from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
+from scanrewrite.tune._jaxpr import differing_site, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Config, Program
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._select import (
     DEFAULT_KS,
+    DEFAULT_LEVELS,
+    LEVELS_MIN_STEPS,
     Budget,
     Candidate,
     Option,
@@ -20,8 +24,10 @@ from scanrewrite.tune._select import (
     candidates,
     choose,
     parse_ks,
+    parse_levels,
     parse_policies,
 )
+from scanrewrite.tune._verify import Tolerance
 
 
 class Progress(Protocol):
@@ -40,15 +46,39 @@ class _Silent:
         pass
 
 
+#: The API each runtime function replaces, by the name `record_sites` gives it.
+_ORIGINALS = {target.replacement.rpartition(".")[2]: target.qualified_name for target in TARGETS}
+
+
 def _written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
     unroll = written.get("unroll")
-    return candidate.checkpoint is None and not isinstance(unroll, bool) and candidate.unroll == unroll
+    return (
+        not candidate.original
+        and candidate.checkpoint is None
+        and candidate.levels is None
+        and not isinstance(unroll, bool)
+        and candidate.unroll == unroll
+    )
 
 
 def _config(settings: Mapping[Site, Candidate], written: Mapping[Site, Mapping[str, Any]]) -> Config:
     """`settings` as a configuration: sorted, and without the sites left as written (so two
     requests for the same program are one compile)."""
-    return tuple(sorted((site, c) for site, c in settings.items() if not _written(c, written[site])))
+    return tuple(sorted((s for s in settings.items() if not _written(s[1], written[s[0]])), key=_order))
+
+
+def _order(item: tuple[Site, Candidate]) -> tuple:
+    site, candidate = item
+    return site, str(candidate)
+
+
+def _mode(checkpoint: Any) -> str | None:
+    """The checkpoint mode a call wrote, as `--policies` names it (None if it is none of them)."""
+    if checkpoint is True:
+        return "checkpoint"
+    if checkpoint is False:
+        return "none"
+    return next((name for name in CHECKPOINT_POLICIES if getattr(jax.checkpoint_policies, name, None) is checkpoint), None)
 
 
 def tune(
@@ -58,13 +88,18 @@ def tune(
     *,
     ks: Sequence[int] = DEFAULT_KS,
     checkpoints: str | Sequence[str] = (),
+    levels: str | Sequence[int | str] = DEFAULT_LEVELS,
+    keep_rewrites: bool = False,
     repeats: int = 10,
     warmup: int = 1,
     memory_budget: str | int | float | Budget | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
     progress: Progress | None = None,
 ) -> TuneReport:
-    """Measure `unroll` (and optionally the checkpoint mode) at every rewritten call that
-    `fn(*args, **kwargs)` traces, on jax's default device, and pick one per call site.
+    """Measure `unroll` (and optionally the checkpoint mode and `levels`) at every rewritten
+    call that `fn(*args, **kwargs)` traces, on jax's default device, check that each
+    configuration computes the original's numbers, and pick one per call site.
 
     **Arguments:**
 
@@ -75,10 +110,17 @@ def tune(
     - `checkpoints`: checkpoint modes to try besides the written one, at every site but
         `eqxi_scan` ones (which have none): `"none"` (`checkpoint=False`), `"checkpoint"`
         (`True`), or names of `jax.checkpoint_policies`; each is tried with every k.
+    - `levels`: the `levels` to try besides the written one, at sites of at least 64 steps
+        but `eqxi_scan` ones (which have none); each is tried with every k and checkpoint
+        mode. `()` tries none.
+    - `keep_rewrites`: do not try the original scan at each site (so the pick is always a
+        setting of the rewritten call).
     - `repeats`: timed calls of each configuration, interleaved across the configurations
         measured together, after `warmup` untimed calls of each.
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
         (`"2GiB"`, an int), or a fraction of lax.scan's (`"0.5x"`, `"50%"`).
+    - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
+        float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
     - `progress`: told the number of steps, then each step (see `Progress`).
 
     **Returns:**
@@ -88,21 +130,30 @@ def tune(
     same run. Sites are tuned one at a time, in the order first traced: the sites before hold
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
-    one with less temp memory. The picks are then measured once more together. A candidate
-    that fails to compile or run is reported in its row (and in `errors`) and not picked.
+    original scan if it is one (the rewrite stays only where it helps), else the one with
+    less temp memory. The picks are then measured once more together. A candidate that fails
+    to compile or run, or whose outputs (values and whatever else `fn` returns, gradients
+    included) differ from the original's, is reported in its row (and in `errors` or
+    `differing`) and not picked.
 
-    Raises `TuneError` if `fn` traces no rewritten call, or if the function fails as lax.scan.
+    Raises `TuneError` if `fn` traces no rewritten call, if the function fails as lax.scan, or
+    if two compilations of it as lax.scan compute different numbers (then nothing can be
+    checked; the site is named where the jaxprs tell it).
     """
     progress = progress or _Silent()
     ks = parse_ks(list(ks))
     checkpoints = parse_policies(checkpoints)
+    levels = parse_levels(levels)
     budget = memory_budget if isinstance(memory_budget, (Budget, type(None))) else Budget.parse(memory_budget)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise TuneError(f"`repeats` must be a positive int, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise TuneError(f"`warmup` must be a non-negative int, got {warmup!r}")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise TuneError(f"`{name}` must be a non-negative number, got {value!r}")
 
-    program = Program(fn, args, kwargs or {})
+    program = Program(fn, args, kwargs or {}, Tolerance(rtol, atol))
     try:
         calls = program.sites()
     except Exception as exc:
@@ -113,26 +164,44 @@ def tune(
             "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
             "or map); rewrite its scans with `scanrewrite` first"
         )
-    tried = {
-        site: candidates(
-            ks, checkpoints, written=settings.get("unroll"), has_checkpoint=calls[site].api != "eqxi_scan"
+    lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels else {}
+    tried = {}
+    for site, settings in found.items():
+        options = calls[site].api != "eqxi_scan"  # it has neither checkpoint nor levels
+        tried[site] = candidates(
+            ks,
+            [mode for mode in checkpoints if mode != _mode(settings.get("checkpoint"))],
+            written=settings.get("unroll"),
+            has_checkpoint=options,
+            levels=[depth for depth in levels if depth != settings.get("levels", 1)]
+            if options and lengths.get(site, 0) >= LEVELS_MIN_STEPS else (),
+            original=not keep_rewrites,
+            checkpointed=settings.get("checkpoint") is not False,
         )
-        for site, settings in found.items()
-    }
     total = 2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
-    program.warm_up([BASELINE, ()])
+    first = program.warm_up([BASELINE, ()])
     baseline = program.compile(BASELINE)
     progress.advance("lax.scan at every site")
     if baseline.error is not None:
         raise TuneError(f"the function with every site as lax.scan {baseline.error}")
+    unstable = program.check_original(baseline, first)
+    if unstable is not None:
+        site = differing_site(lambda: program.jaxpr(BASELINE), list(found))
+        where = f"the scan at {_name(site)}" if site is not None else "the function"
+        raise TuneError(
+            f"{where} computes different numbers each time it is compiled, even as lax.scan at every site "
+            f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
+            "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
+        )
     program.compile(())
     progress.advance("as written")
     limit = budget.limit(baseline.temp_bytes) if budget else None
     picks: dict[Site, Candidate] = {}
     reports: dict[Site, SiteReport] = {}
     errors: dict[Site, list[tuple[Site, str]]] = {}
+    differing: dict[Site, list[Row]] = {}
 
     def tune_site(site: Site, settings: Mapping[str, Any]) -> SiteReport:
         """One site's round: each candidate compiled with the other sites held at their picks
@@ -151,25 +220,32 @@ def tune(
         if isinstance(timings[0], str):
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
         timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
-        rows, options, errors[site] = [], [], []
+        rows, options, errors[site], differing[site] = [], [], [], []
         for candidate, result in compiled:
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
             if error is not None:
                 errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
-            row = Row(str(candidate), candidate, result.compile_s, result.temp_bytes, timing, error)
+            label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
+            row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
             if _written(candidate, settings):
                 row.label += " (written)"
-            if error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
+            if row.differs:
+                row.note = "differs"
+                differing[site].append(row)
+            elif error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
                 row.note = "over budget"
             rows.append(row)
-            options.append(Option(candidate, timing, result.temp_bytes, error))
+            options.append(Option(candidate, timing, result.temp_bytes, error, differs=row.differs))
         chosen, reason = choose(options, limit)
         if chosen is not None:
             picks[site] = chosen.candidate
             rows[options.index(chosen)].note = "pick"
-        base_row = Row("lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0])
+        base_row = Row(
+            "lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0],
+            comparison=baseline.comparison,
+        )
         program.forget([BASELINE, (), _config(picks, found)])
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
@@ -196,10 +272,20 @@ def tune(
     whole = []
     for label, result, timing in zip(labels, entries, timings):
         error = result.error or (timing if isinstance(timing, str) else None)
-        whole.append(Row(label, None, result.compile_s, result.temp_bytes,
-                         None if error else timing, error))
+        comparison = baseline.comparison if result is baseline else result.comparison
+        row = Row(label, None, result.compile_s, result.temp_bytes, None if error else timing, error, comparison=comparison)
+        whole.append(row)
+    differing_flat: list[tuple[Site | None, Row]] = [(site, row) for site in found for row in differing[site]]
+    differing_flat += [(None, row) for row in whole[1:] if row.differs]
     device = jax.devices()[0]
     return TuneReport(
         list(reports.values()), whole, budget, limit, repeats, warmup,
         f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
+        differing_flat, program.tolerance, picks_agree=not whole[-1].differs,
     )
+
+
+def _name(site: Site) -> str:
+    from scanrewrite.files import display_path
+
+    return f"{display_path(site.path)}:{site.line}"

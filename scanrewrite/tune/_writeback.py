@@ -1,4 +1,4 @@
-"""The picks written back into the source: per file, the codemod's `set_unroll`, a diff, a write.
+"""The picks written back into the source: per file, the codemod's `write_picks`, a diff, a write.
 
 The transform itself is the codemod's (pure bytes to bytes, pragmas respected); this module
 only groups the picks by file and reads, diffs and writes with the command's own I/O.
@@ -10,9 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scanrewrite.files import FileError, display_path, read_source, write_atomic
+from scanrewrite.files import (
+    FileError,
+    display_path,
+    find_project_root,
+    first_party_names,
+    formatter_line_length,
+    read_source,
+    write_atomic,
+)
 from scanrewrite.output import unified_diff
 from scanrewrite.runtime._override import Site
+from scanrewrite.tune._select import Candidate
 
 
 @dataclass
@@ -43,20 +52,26 @@ class FileChange:
             self.error = (exc.line, exc.message)
 
 
-def plan(picks: Mapping[Site, int]) -> list[FileChange]:
+def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
     """For each file holding a picked site (in order of first site), the file with every
-    picked site's `unroll=` set to its pick."""
-    from scanrewrite.codemod import SourceError, set_unroll
+    picked site's settings written (`unroll=`, and the checkpoint mode and `levels` where the
+    pick has them), and the sites where the original scan was picked reverted; laid out for
+    the line length of the file's project (`[tool.ruff]`/`[tool.black]`, 88 by default)."""
+    from scanrewrite.codemod import Settings, SourceError, write_picks
 
-    by_file: dict[str, dict[int, int]] = {}
-    for site, unroll in picks.items():
-        by_file.setdefault(site.path, {})[site.line] = unroll
+    by_file: dict[str, dict[int, Settings | None]] = {}
+    for site, pick in picks.items():
+        settings = None if pick.original else Settings(pick.unroll, pick.checkpoint, pick.levels)
+        by_file.setdefault(site.path, {})[site.line] = settings
     changes = []
     for path, lines in by_file.items():
         change = FileChange(Path(path), display_path(path))
+        root = find_project_root([path])
         try:
             change.before = read_source(change.path)
-            result = set_unroll(change.before, lines)
+            result = write_picks(
+                change.before, lines, line_length=formatter_line_length(root), first_party=first_party_names(root)
+            )
         except FileError as exc:
             change.error = (exc.line, exc.message)
         except SourceError as exc:

@@ -1,0 +1,249 @@
+"""The revert: each runtime call becomes the call it replaced again (`scanrewrite --revert`).
+
+```python
+revert(source: bytes, *, lines=None, line_length=88, first_party=()) -> RewriteResult
+```
+
+The inverse of `rewrite`, driven by the same table (`targets.TARGETS`): a call that resolves
+to a row's `replacement` calls the row's `qualified_name` again, and loses the keyword
+arguments only the runtime takes (the row's `added`, and an `unroll=` int literal, which is
+what the rewrite writes; a name or `True` there is the user's own and stays, as does a
+positional `unroll`). Every other argument, comment and line break passes through, and
+`import scanrewrite.runtime` goes when nothing uses it any more.
+
+The callee is spelled as the file already spells the API, through the most specific import
+in reach of the call (`scan` from `from jax.lax import scan`, else `lax.scan` from `from jax
+import lax`, else `jax.lax.scan` from `import jax`). Where the rewrite removed that import, the
+name is added to the file's module-level `from jax import ...` line if it has one (`lax`, in
+the sorters' order), else ``import jax`` is added where ruff and isort put it (`_import_order`).
+A call laid out as the formatters lay out a long call, now short enough for one line, is
+joined (`_layout`); one with a magic trailing comma stays as it is.
+
+So `revert(rewrite(x))` computes what `x` computes, and is `x` byte for byte where the
+rewrite kept the import the call used and `x` spells it one way, its calls pass no `unroll=`
+literal, and its long calls are laid out as above; `rewrite(revert(y))` is `y` for a
+rewritten `y` (with the options that wrote it); `revert` of its own output changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from scanrewrite.codemod._arguments import remove_args
+from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
+from scanrewrite.codemod._layout import FitsCalls
+from scanrewrite.codemod._parsing import Parsed
+from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
+from scanrewrite.codemod._spelling import Spellings
+from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
+from scanrewrite.targets import Target
+
+__all__ = ["revert", "write_picks"]
+
+#: The runtime's defaults: dropping an argument with another value changes the memory.
+_DEFAULTS = {"checkpoint": "True", "levels": "1"}
+
+
+def revert(
+    source: bytes,
+    *,
+    lines: Collection[int] | None = None,
+    line_length: int = 88,
+    first_party: Collection[str] = (),
+) -> RewriteResult:
+    """Turn the runtime calls in `source` back into the calls they replaced.
+
+    `lines`: only the calls starting on these lines (1-based), each reported in `skipped`
+    when no runtime call starts there; None for every call. `line_length` is the formatters'
+    (for joining a call that fits on one line again); `first_party` the top-level names of
+    the user's own packages (for placing an added import, as in `rewrite`).
+
+    Returns a `RewriteResult` whose `rewritten` lists the calls reverted, each with the API
+    it calls again, and a note where a `checkpoint=` or `levels=` other than the runtime's
+    default was dropped (the memory that setting saved is gone). A call is left alone, with
+    the reason in `skipped`, under a `# scanrewrite: skip` pragma, or when no spelling of
+    the API can reach it. (A runtime-only option passed through `**kwargs` stays there: the
+    original then refuses it, loudly, when called.) Raises `SourceError` for source that
+    holds the bytes ``scanrewrite`` and cannot be decoded, parsed or reproduced byte for byte.
+    """
+    wanted = None if lines is None else set(lines)
+    if b"scanrewrite" not in source:
+        # No runtime call can be spelled without those bytes: nothing to read.
+        return RewriteResult(source, (), tuple(Skipped(line, NO_CALL) for line in sorted(wanted or ())))
+    parsed = Parsed.from_bytes(source)
+    calls = RuntimeCalls(parsed.module)
+    if calls.skip_file is not None:
+        return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
+    skipped = [Skipped(line, NO_CALL) for line in sorted((wanted or set()) - set(calls.by_line))]
+    plans: dict[cst.Call, _Plan] = {}
+    for line, found in sorted(calls.by_line.items()):
+        if wanted is not None and line not in wanted:
+            continue
+        for call, resolved in found:
+            plan = _plan(call, resolved, calls)
+            if isinstance(plan, str):
+                skipped.append(Skipped(line, plan))
+            else:
+                plans[call] = plan
+    if not plans:
+        return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
+
+    context = CodemodContext()
+    spellings = Spellings(parsed.module, calls.scopes, line_length, plans)
+    reverted = []
+    for call, plan in plans.items():
+        spelling = spellings.choose(call, plan.target)
+        line = calls.lines[call][0]
+        if spelling is None:
+            name = plan.target.qualified_name.partition(".")[0]
+            skipped.append(Skipped(line, f"the name `{name}` is bound to something else here"))
+            continue
+        plan.callee = spelling
+        reverted.append(Rewritten(line, plan.target.qualified_name, plan.note))
+    plans = {call: plan for call, plan in plans.items() if plan.callee is not None}
+    if not plans:
+        return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
+    for name in spellings.import_top:
+        AddImportsVisitor.add_needed_import(context, name)
+    gone = [call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
+    unused = unused_imports(calls.scopes, gone)
+    # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
+    unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
+    replacer = _Revert(plans, parsed.module.default_indent, line_length)
+    module = parsed.module.visit(replacer)
+    module = spellings.extend_from_imports(module)
+    # As the rewrite: the import added first, placed knowing which lines go, then those go.
+    dropped = whole_lines(parsed.module, unused)
+    # An import a reverted call needs goes before the first statement with one.
+    first_use = min((spellings.statement_of[call] for call in plans), default=None)
+    module = apply_scheduled_imports(module, context, first_use, dropped, first_party)
+    module = module.visit(ImportPruner(unused, collapse_blank_lines=True))
+    reverted.sort(key=lambda call: call.line)
+    return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
+
+
+def write_picks(
+    source: bytes,
+    picks: Mapping[int, Settings | None],
+    *,
+    line_length: int = 88,
+    first_party: Collection[str] = (),
+) -> UnrollResult:
+    """The tuner's write-back: the runtime calls starting on each picked line get its
+    `Settings` (`set_settings`), or, where the pick is None (the scan they replaced won
+    there), are reverted (`revert`). Lines in the result are those of `source`.
+
+    Raises `ValueError` and `SourceError` as `set_settings` does.
+    """
+    settings = {line: pick for line, pick in picks.items() if pick is not None}
+    reverts = sorted(line for line, pick in picks.items() if pick is None)
+    written = set_settings(source, settings, line_length)
+    if not reverts:
+        return written
+    # A pragma that pins a call's settings wins over a revert as over any other pick.
+    pinned = _pinned(source, reverts)
+    reverts = [line for line in reverts if line not in pinned]
+    written = replace(written, skipped=written.skipped + tuple(Skipped(line, pinned[line]) for line in pinned))
+    if not reverts:
+        return written
+    # The calls keep their order: the n-th runtime call's line before and after.
+    before, after = _call_lines(source), _call_lines(written.code)
+    moved = dict(zip(before, after, strict=True)) if len(before) == len(after) else {}
+    back = {moved.get(line, line): line for line in reverts}
+    result = revert(written.code, lines=sorted(back), line_length=line_length, first_party=first_party)
+    return UnrollResult(
+        result.code,
+        tuple(sorted({*written.updated, *(back[call.line] for call in result.rewritten)})),
+        written.unchanged,
+        written.skipped + tuple(Skipped(back.get(skip.line, skip.line), skip.reason) for skip in result.skipped),
+    )
+
+
+def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
+    """The lines among `lines` whose calls a pragma pins (``unroll=N``), and why."""
+    if b"scanrewrite:" not in source:
+        return {}
+    calls = RuntimeCalls(Parsed.from_bytes(source).module)
+    pinned = {}
+    for line in lines:
+        for call, _ in calls.by_line.get(line, []):
+            pragma = calls.pragma(call)
+            if pragma.unroll is not None or pragma.levels is not None:
+                pinned[line] = "a pragma pins this call's settings"
+    return pinned
+
+
+def _call_lines(source: bytes) -> list[int]:
+    if b"scanrewrite" not in source:
+        return []
+    return sorted(RuntimeCalls(Parsed.from_bytes(source).module).by_line)
+
+
+@dataclass
+class _Plan:
+    target: Target
+    #: The keyword arguments that go.
+    dropped: tuple[cst.Arg, ...]
+    note: str | None
+    callee: str | None = None
+
+
+def _plan(call: cst.Call, resolved: Target | str, calls: RuntimeCalls) -> _Plan | str:
+    """What reverting `call` drops, or why it stays."""
+    if isinstance(resolved, str):
+        return resolved
+    pragma = calls.pragma(call)
+    if pragma.error is not None:
+        return pragma.error
+    if pragma.skip:
+        return "skip pragma"
+    dropped = tuple(
+        arg
+        for arg in call.args
+        if arg.keyword is not None
+        and (
+            arg.keyword.value in resolved.added
+            or (arg.keyword.value == "unroll" and isinstance(arg.value, cst.Integer))
+        )
+    )
+    changed = [
+        f"{arg.keyword.value}={_code(arg.value)}"
+        for arg in dropped
+        if arg.keyword.value in _DEFAULTS and _code(arg.value) != _DEFAULTS[arg.keyword.value]
+    ]
+    saved = changed and not any(text == "checkpoint=False" for text in changed)
+    note = f"dropped {', '.join(changed)}: memory as {resolved.qualified_name}'s again" if saved else None
+    return _Plan(resolved, dropped, note)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+class _Revert(FitsCalls):
+    """Gives each planned call its original callee, drops its runtime-only arguments, and
+    lays out the statements whose calls changed.
+
+    It leaves the import nodes themselves as they are (the same objects), so that
+    `ImportPruner` finds the unused ones afterwards."""
+
+    def __init__(self, plans: dict[cst.Call, _Plan], default_indent: str, line_length: int) -> None:
+        super().__init__(default_indent, line_length)
+        self._plans = plans
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        plan = self._plans.get(original_node)
+        if plan is None:
+            return updated_node
+        assert plan.callee is not None
+        func = cst.parse_expression(plan.callee).with_changes(lpar=updated_node.func.lpar, rpar=updated_node.func.rpar)
+        names = {arg.keyword.value for arg in plan.dropped if arg.keyword is not None}
+        return self.changed(original_node, updated_node.with_changes(func=func, args=remove_args(updated_node, names)))

@@ -1,0 +1,208 @@
+"""How a reverted call names its API again, and the import that needs (see `_revert`).
+
+Through the most specific import in reach of the call (`scan` from ``from jax.lax import
+scan``, else `lax.scan` from ``from jax import lax``, else `jax.lax.scan` from ``import
+jax``); where none is left, the name goes into the file's module-level ``from jax import ...``
+line, in the sorters' order and the line's own layout, else ``import jax`` is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import Scope
+
+from scanrewrite.codemod._import_order import sort_key
+from scanrewrite.codemod._parsing import top_level_indices
+from scanrewrite.targets import Target
+
+__all__ = ["Spellings"]
+
+
+def _bound_by(node: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:
+    """(name, what it names) for each name the import binds: ``import jax.numpy`` binds
+    ``jax`` to `jax`; ``from jax import lax as L``, ``L`` to `jax.lax`. None for a star or
+    relative import."""
+    if isinstance(node, cst.Import):
+        bound = []
+        for alias in node.names:
+            full = get_full_name_for_node(alias.name) or ""
+            if alias.asname is not None:
+                bound.append((alias.evaluated_alias or "", full))
+            else:
+                bound.append((full.partition(".")[0], full.partition(".")[0]))
+        return bound
+    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        return []
+    module = get_full_name_for_node(node.module)
+    return [(alias.evaluated_alias or alias.evaluated_name, f"{module}.{alias.evaluated_name}") for alias in node.names]
+
+
+class Spellings:
+    """How each reverted call names its API, and the imports that needs."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        scopes: Mapping[cst.CSTNode, Scope | None],
+        line_length: int,
+        calls: Collection[cst.Call],
+    ) -> None:
+        self._module = module
+        self._scopes = scopes
+        self._line_length = line_length
+        #: Each call's top-level statement's index in the module's body.
+        self.statement_of = top_level_indices(module, calls)
+        #: Every (name, what it names) an import in the module binds, in file order.
+        self._bindings = list(dict.fromkeys(pair for node in _imports(module) for pair in _bound_by(node)))
+        #: Top-level packages to add ``import NAME`` for.
+        self.import_top: list[str] = []
+        #: The names the chosen spellings start with.
+        self.roots: set[str] = set()
+        #: Index in the module's body of a ``from X import ...`` line -> names to add to it.
+        self._additions: dict[int, list[str]] = {}
+
+    def _means(self, node: cst.CSTNode, name: str) -> str | None:
+        """What `name` names at `node`: the one thing its imports bind it to; None if it is
+        unbound there or bound to anything else."""
+        scope: Scope | None = self._scopes.get(node)
+        if scope is None:
+            return None
+        meanings = set()
+        assignments = scope[name]
+        for assignment in assignments:
+            imported = getattr(assignment, "node", None)
+            if not isinstance(imported, (cst.Import, cst.ImportFrom)):
+                return None
+            meanings.update(meaning for bound, meaning in _bound_by(imported) if bound == name)
+        return meanings.pop() if len(meanings) == 1 else None
+
+    def _unbound(self, node: cst.CSTNode, name: str) -> bool:
+        scope = self._scopes.get(node)
+        module_scope = self._scopes.get(self._module)
+        return scope is not None and not scope[name] and (module_scope is None or not module_scope[name])
+
+    def choose(self, call: cst.Call, target: Target) -> str | None:
+        """The callee's text for `call`, scheduling the import it needs; None if none works."""
+        spelling = self._choose(call, target)
+        if spelling is not None:
+            self.roots.add(spelling.partition(".")[0])
+        return spelling
+
+    def _choose(self, call: cst.Call, target: Target) -> str | None:
+        qualified = target.qualified_name
+        reachable = [
+            (name, meaning)
+            for name, meaning in self._bindings
+            if (qualified == meaning or qualified.startswith(meaning + ".")) and self._means(call, name) == meaning
+        ]
+        if reachable:
+            name, meaning = max(reachable, key=lambda pair: len(pair[1]))
+            return name + qualified[len(meaning) :]
+        addition = self._from_import(call, qualified)
+        if addition is not None:
+            index, package, name = addition
+            names = self._additions.setdefault(index, [])
+            if name not in names:
+                names.append(name)
+            return name + qualified[len(f"{package}.{name}") :]
+        top = qualified.partition(".")[0]
+        if not self._unbound(call, top) and self._means(call, top) != top:
+            return None
+        if top not in self.import_top:
+            self.import_top.append(top)
+        return qualified
+
+    def _from_import(self, call: cst.Call, qualified: str) -> tuple[int, str, str] | None:
+        """(index of a module-level ``from P import ...`` line before `call`, P, the name to
+        add to it) for the most specific package P above `qualified` the file imports names
+        from, where the name is free and the line would still fit; None if there is none."""
+        parts = qualified.split(".")
+        first = self.statement_of.get(call, len(self._module.body))
+        for depth in range(len(parts) - 1, 0, -1):
+            package, name = ".".join(parts[:depth]), parts[depth]
+            if not self._unbound(call, name):
+                continue
+            for index, statement in enumerate(self._module.body[:first]):
+                node = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+                if (
+                    isinstance(node, cst.ImportFrom)
+                    and not node.relative
+                    and not isinstance(node.names, cst.ImportStar)
+                    and node.module is not None
+                    and get_full_name_for_node(node.module) == package
+                    and self._fits(statement, name)
+                ):
+                    return index, package, name
+        return None
+
+    def _fits(self, statement: cst.SimpleStatementLine, name: str) -> bool:
+        node = statement.body[0]
+        assert isinstance(node, cst.ImportFrom)
+        if node.lpar is not None:
+            return True
+        return len(_code(_with_name(statement, name)).splitlines()[-1]) <= self._line_length
+
+    def extend_from_imports(self, module: cst.Module) -> cst.Module:
+        """`module` (this one, its top-level statements in place) with the names scheduled
+        by `choose` added to its ``from`` lines."""
+        if not self._additions:
+            return module
+        body = list(module.body)
+        for index, names in self._additions.items():
+            for name in names:
+                body[index] = _with_name(body[index], name)
+        return module.with_changes(body=body)
+
+
+def _imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
+    collector = _ImportCollector()
+    module.visit(collector)
+    return collector.found
+
+
+class _ImportCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Import | cst.ImportFrom] = []
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.found.append(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.found.append(node)
+        return False
+
+
+def _name_key(name: str) -> tuple[int, str]:
+    """The sorters' order of the names in a ``from`` import: constants, classes, the rest."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, sort_key(name)
+
+
+def _with_name(statement: cst.SimpleStatementLine, name: str) -> cst.SimpleStatementLine:
+    """``from P import a, c`` as ``from P import a, NAME, c``, in the sorters' order and
+    the line's own layout."""
+    node = statement.body[0]
+    assert isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar)
+    names = list(node.names)
+    position = next((i for i, alias in enumerate(names) if _name_key(alias.evaluated_name) > _name_key(name)), len(names))
+    if len(names) > 1:
+        separator = names[max(position - 1, 0)].comma if position < len(names) else names[-2].comma
+    elif node.lpar is not None:
+        separator = cst.Comma(whitespace_after=node.lpar.whitespace_after)
+    else:
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    new = cst.ImportAlias(name=cst.Name(name), comma=separator)
+    if position == len(names):
+        new = new.with_changes(comma=names[-1].comma)
+        names[-1] = names[-1].with_changes(comma=separator)
+    names.insert(position, new)
+    return statement.with_changes(body=[node.with_changes(names=names)])
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

@@ -1,0 +1,235 @@
+"""`scanrewrite-tune` keeps only what helps, proven on the program itself, end to end through
+the command: numbers checked against the original's, the full write-back (a checkpoint
+policy and `levels`), and a site reverted where the original scan wins.
+
+Programs are tiny; where a test needs a site's candidate to differ, fail or be slow, its
+step asks the runtime's `resolve` which setting it is being traced under (as a step too
+large for the device, or one with a trace-time side effect, would behave differently).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import scanrewrite.tune
+from scanrewrite.tune._verify import Tolerance, compare, to_host
+from tests.test_tune import invoke, load, write
+from tests.treecheck import assert_trees_close
+
+
+@pytest.fixture
+def project(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """conftest's project folder, with `sys.path` restored after the tuner's factory import."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return project
+
+
+def test_compare_leaf_by_leaf_within_the_dtype_tolerance():
+    expected = {"loss": jnp.float32(2.0), "grad": jnp.array([1.0, 1e-7, -3.0]), "steps": jnp.array([1, 2])}
+    same = compare(to_host(expected), to_host(expected), Tolerance())
+    assert (same.max_rel_diff, same.agrees) == (0.0, True)
+    # A last-bit change in float32 passes; a small element far below the leaf's scale too.
+    close = {**expected, "grad": jnp.array([1.0 + 2e-7, 3e-7, -3.0])}
+    assert compare(to_host(close), to_host(expected), Tolerance()).agrees
+    for wrong in (
+        {**expected, "loss": jnp.float32(2.01)},
+        {**expected, "steps": jnp.array([1, 3])},
+        {**expected, "grad": jnp.array([1.0, jnp.nan, -3.0])},
+        {**expected, "grad": jnp.array([1.0, 1e-7, -3.0], jnp.float16)},
+        {"loss": jnp.float32(2.0), "grad": jnp.array([1.0, 1e-7, -3.0])},
+    ):
+        assert not compare(to_host(wrong), to_host(expected), Tolerance()).agrees, wrong
+    loss = {**expected, "loss": jnp.float32(2.01)}
+    assert compare(to_host(loss), to_host(expected), Tolerance()).max_rel_diff == pytest.approx(0.005, rel=1e-3)
+    assert compare(to_host(loss), to_host(expected), Tolerance(rtol=1e-2)).agrees
+    assert not compare(to_host(close), to_host(expected), Tolerance(rtol=0, atol=0)).agrees
+
+#: Each compilation draws a new constant at trace time: the program is not a function of
+#: its inputs alone, and two compilations of the original disagree.
+DRAWS_AT_TRACE_TIME = '''\
+import jax.numpy as jnp
+import numpy as np
+import scanrewrite.runtime
+
+rng = np.random.default_rng(0)
+
+
+def step(h, x):
+    return h * x * rng.uniform(0.5, 1.5), h
+
+
+def fn(xs):
+    return scanrewrite.runtime.scan(step, 1.0, xs, unroll=1)
+
+
+def factory():
+    return fn, (jnp.linspace(0.5, 1.5, 6),)
+'''
+
+#: The second site computes other numbers with k=4 (as a trace-time cache or counter would
+#: once its step is traced several times); k=1, its written setting, is right.
+BREAKS_AT_K4 = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+from scanrewrite.runtime._override import Site, resolve
+
+
+def step(h, w):
+    return jnp.tanh(h @ w), jnp.sum(h)
+
+
+def broken_step(h, w):
+    scale = 1.5 if resolve(Site.parse((__file__, 18)), unroll=1)["unroll"] == 4 else 1.0
+    return jnp.tanh(h @ w) * scale, jnp.sum(h)
+
+
+def loss(ws, h):
+    h, a = scanrewrite.runtime.scan(step, h, ws, unroll=1)
+    h, b = scanrewrite.runtime.scan(broken_step, h, ws[::-1], unroll=1)
+    return jnp.sum(h) + jnp.sum(a) + jnp.sum(b)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(8) * (0.5 + 0.1 * i) for i in range(4)])
+    return jax.value_and_grad(loss), (ws, jnp.ones((8, 8)))
+'''
+GOOD_SITE, BROKEN_SITE = 17, 18
+
+
+def test_a_program_that_differs_between_compilations_cannot_be_tuned(project: Path):
+    write(project, "draws.py", DRAWS_AT_TRACE_TIME)
+    result = invoke("draws.py:factory", "--ks", "1,2", "--repeats", "1", "--warmup", "0", "--write")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: the scan at draws.py:13 computes different numbers each time it is compiled")
+    assert re.search(r"max rel diff \d\.\de[-+]\d\d between two compilations", line)
+    assert (project / "draws.py").read_text() == DRAWS_AT_TRACE_TIME
+
+
+def test_a_candidate_that_computes_other_numbers_is_reported_and_never_written(project: Path):
+    write(project, "breaks.py", BREAKS_AT_K4)
+    result = invoke("breaks.py:factory", "--ks", "1,4", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--diff")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert re.fullmatch(rf"error: breaks\.py:{BROKEN_SITE}: k=4 computes different numbers \(max rel diff \d\.\de-\d\d\)", errors[0])
+    site_table = result.stderr.split(f"breaks.py:{BROKEN_SITE} (")[1].split("\n\n")[0]
+    assert re.search(r"\| k=4 \|.*\| \d\.\de-\d\d \| differs \|", site_table)
+    assert re.search(r"\| k=1 \(written\) \|.*\| (0|\d\.\de-\d\d) \| pick \|", site_table)
+    assert f"breaks.py:{BROKEN_SITE} (scan, written unroll=1): pick k=1" in result.stderr
+    # Every row shows its difference; the verified picks may still be written.
+    rows = [row for row in result.stderr.splitlines() if row.startswith("| ") and not row.startswith(("| candidate", "| configuration", "| ---"))]
+    assert len(rows) in (8, 9) and all(re.search(r"\| (0|\d\.\de[-+]\d\d) \| [a-z ]*\|$", row) for row in rows), rows
+    assert "unroll=4" not in "".join(line for line in result.stdout.splitlines() if line.startswith("+") and "broken" in line)
+
+
+LONG_SCAN = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def step(h, w):
+    return jnp.tanh(h @ w), jnp.sum(h)
+
+
+def loss(ws, h):
+    h, ys = scanrewrite.runtime.scan(
+        step, h, ws, unroll=1, checkpoint=jax.checkpoint_policies.everything_saveable
+    )
+    return jnp.sum(h) + jnp.sum(ys)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(4) * (0.9 + 0.001 * i) for i in range(64)])
+    return jax.value_and_grad(loss), (ws, jnp.ones((4, 4)))
+'''
+
+
+def test_a_budget_pick_with_a_policy_and_levels_is_written_back(project: Path):
+    program = write(project, "long.py", LONG_SCAN)
+    fn, args = load(program, "long_first").factory()
+    first = scanrewrite.tune.tune(
+        fn, args, ks=[1], checkpoints="nothing_saveable", levels=[2], keep_rewrites=True, repeats=1, warmup=0
+    )
+    (site,) = first.sites
+    memory = {str(row.candidate): row.temp_bytes for row in site.rows}
+    assert set(memory) == {"k=1", "k=1, levels=2", "k=1, nothing_saveable", "k=1, nothing_saveable, levels=2"}
+    target = memory.pop("k=1, nothing_saveable, levels=2")
+    assert target < min(memory.values()), "only the policy with levels=2 fits the budget below"
+
+    options = ["--ks", "1", "--policies", "nothing_saveable", "--levels", "2", "--repeats", "1", "--warmup", "0"]
+    result = invoke("long.py:factory", *options, "--memory-budget", str(target), "--keep-rewrites", "--write")
+    assert result.exit_code == 0, result.output
+    assert "pick k=1, nothing_saveable, levels=2 (fastest within the memory budget)" in result.stdout
+    # Written as the formatters lay out a call that no longer fits on one indented line.
+    assert program.read_text() == LONG_SCAN.replace(
+        "        step, h, ws, unroll=1, checkpoint=jax.checkpoint_policies.everything_saveable\n",
+        "        step,\n        h,\n        ws,\n        unroll=1,\n"
+        "        checkpoint=jax.checkpoint_policies.nothing_saveable,\n        levels=2,\n",
+    )
+    fn_after, args_after = load(program, "long_after").factory()
+    assert assert_trees_close(jax.jit(fn_after)(*args_after), jax.jit(fn)(*args), rtol=1e-5, atol=1e-6) == 2
+
+
+#: Every rewritten setting of the site is slow (a host callback that sleeps, which adds no
+#: number): the original scan is the fastest by far, and the site is reverted.
+SLOW_WHEN_REWRITTEN = '''\
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scanrewrite.runtime
+from scanrewrite.runtime import ORIGINAL
+from scanrewrite.runtime._override import Site, resolve
+
+
+def pause():
+    time.sleep(0.05)
+    return np.zeros((), np.float32)
+
+
+def step(h, x):
+    if resolve(Site.parse((__file__, 23)), unroll=1)["unroll"] is not ORIGINAL:
+        h = h + jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32))
+    return h * x, h
+
+
+def fn(xs):
+    h, hs = scanrewrite.runtime.scan(step, jnp.float32(1.0), xs, unroll=2)
+    return h, hs
+
+
+def factory():
+    return fn, (jnp.linspace(0.5, 1.5, 4),)
+'''
+
+
+def test_a_site_where_the_original_wins_is_reverted(project: Path):
+    program = write(project, "slow.py", SLOW_WHEN_REWRITTEN)
+    result = invoke("slow.py:factory", "--ks", "1", "--repeats", "3", "--warmup", "0", "--write")
+    assert result.exit_code == 0, result.output
+    assert "slow.py:23 (scan, written unroll=2): pick original scan (fastest)" in result.stdout
+    assert re.search(r"\| original jax\.lax\.scan \|.*\| 0 \| pick \|", result.stdout)
+    after = program.read_text()
+    assert "    h, hs = jax.lax.scan(step, jnp.float32(1.0), xs)\n" in after
+    # The module-level import only the reverted call used is gone; the others stay.
+    assert "import scanrewrite.runtime\n" not in after and "from scanrewrite.runtime import ORIGINAL\n" in after
+    original = load(write(project, "original.py", SLOW_WHEN_REWRITTEN), "slow_original")
+    fn_after, args = load(program, "slow_after").factory()
+    assert assert_trees_close(jax.jit(fn_after)(*args), jax.jit(original.fn)(*args), rtol=1e-6, atol=1e-6) == 2
+
+    # --keep-rewrites keeps the rewrite: the original is not even tried.
+    program.write_text(SLOW_WHEN_REWRITTEN)
+    kept = invoke("slow.py:factory", "--ks", "1", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--check")
+    assert "| original jax.lax.scan |" not in kept.stdout
+    assert program.read_text() == SLOW_WHEN_REWRITTEN
