@@ -4,8 +4,7 @@ The workload is the one issue 8 measured: an extended Kalman filter step (8-dim 
 `jax.jacfwd` of the dynamics, a `jnp.linalg.solve`) scanned over 50 steps. Each row is a way of
 calling it; each column the median time of one call (interleaved runs, warm caches except where
 the row says otherwise) of `scanrewrite.runtime.scan(unroll=k)` as a ratio to `jax.lax.scan`'s.
-The last table is compile time under `jax.jit` of the origin workload (benchmarks/ut_scan.py,
-`value_and_grad` under jit) as a ratio to `lax.scan`'s.
+Compile time has its own benchmark, `benchmarks/compile_time.py`.
 
     python benchmarks/eager_overhead.py              # about 10 minutes on 2 cores
     python benchmarks/eager_overhead.py --repeats 5  # quicker, noisier
@@ -14,9 +13,7 @@ The last table is compile time under `jax.jit` of the origin workload (benchmark
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
@@ -25,9 +22,7 @@ import jax.numpy as jnp
 
 import scanrewrite.runtime
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ut_scan  # the origin workload's block
-from _common import Progress, compile_with_costs
+from _common import Progress
 
 D, T, BATCH = 8, 50, 16
 KS = (1, 3, 4)
@@ -93,33 +88,9 @@ def call_rows(args) -> tuple[dict, dict]:
     return times, impls
 
 
-def compile_times(args) -> dict[str, float]:
-    """Compile time (lower + compile) of the origin workload's value_and_grad under jit."""
-    key = jax.random.PRNGKey(0)
-    params = ut_scan.init_params(key, 64)
-    h0 = jax.random.normal(jax.random.fold_in(key, 1), (4, 32, 64))
-    variants = {"lax.scan": lambda step, h: jax.lax.scan(step, h, length=8)[0]}
-    for k in KS:
-        variants[f"k={k}"] = lambda step, h, k=k: scanrewrite.runtime.scan(step, h, length=8, unroll=k)[0]
-    result = {name: [] for name in variants}
-    progress = Progress(len(variants) * args.compile_repeats)
-    for _ in range(args.compile_repeats):
-        for name, loop in variants.items():
-
-            def loss(params, h0, loop=loop):
-                step = lambda h, _: (ut_scan.block(params, h), None)  # fresh: nothing cached
-                return jnp.mean(loop(step, h0) ** 2)
-
-            _, seconds, _ = compile_with_costs(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, h0)
-            result[name].append(seconds)
-            progress.step(f"compile {name}")
-    return {name: statistics.median(values) for name, values in result.items()}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds per call (median)")
-    parser.add_argument("--compile-repeats", type=int, default=3, help="compiles per variant (median)")
     args = parser.parse_args(argv)
     device = jax.devices()[0]
     print(f"EKF step D={D} T={T} vmap batch={BATCH}, repeats={args.repeats}, on {device.platform}, jax {jax.__version__}\n")
@@ -130,12 +101,7 @@ def main(argv=None) -> int:
         base = statistics.median(times[row, "lax.scan"])
         ratios = [f"{statistics.median(times[row, name]) / base:.2f}x" for name in names]
         lines.append(f"| {row} | {base * 1e3:.2f} | " + " | ".join(ratios) + " |")
-    print("\n".join(lines) + "\n")
-    compiled = compile_times(args)
-    base = compiled["lax.scan"]
-    print("| compile under jit, origin workload | lax.scan (s) | " + " | ".join(names) + " |")
-    print("| --- | ---: |" + " ---: |" * len(names))
-    print(f"| value_and_grad, n=8 | {base:.2f} | " + " | ".join(f"{compiled[n] / base:.2f}x" for n in names) + " |")
+    print("\n".join(lines))
     return 0
 
 

@@ -5,7 +5,9 @@ rewritten call only changes the callee and appends `unroll=k`. A scan of N steps
 outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XLA can fuse and
 schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
 `reverse=True` the lowest), also straight-line. (On XLA:CPU the steps of a chunk stay a rolled
-inner loop instead: see `_chunks.layout`.) Each chunk is wrapped in `jax.checkpoint`, so the backward pass keeps
+inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`.) `f` is traced
+once and its jaxpr replayed for every copy of the step (`_trace`). Each chunk is wrapped in
+`jax.checkpoint`, so the backward pass keeps
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
 residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
 This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
@@ -24,7 +26,7 @@ from typing import Any, Literal, TypeVar
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime import _chunks, _levels, _override, _staging
+from scanrewrite.runtime import _chunks, _levels, _override, _staging, _trace
 from scanrewrite.runtime._compat import lax_unroll
 from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
@@ -72,9 +74,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 # the residuals of both loops (1.5x `lax.scan`'s memory): this is `lax.scan`.
                 return jax.lax.scan(get_f(), init, xs, length, reverse, 1, _split_transpose)
             n = scan_length(xs, length)
+            xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
+            body = _trace.body(get_f(), init, xs)
             return _chunks.chunked(
-                get_f(),
-                init,
+                body,
                 xs,
                 n,
                 chunk_size(unroll, n),
@@ -135,9 +138,9 @@ def scan(
     The call runs as one compiled program, cached on `f` (weakly) and every static setting:
     as with `jax.lax.scan`, calling again with the same `f`, settings, shapes and dtypes
     neither retraces `f` nor recompiles, and a change to a global that `f` reads is not seen
-    by an already cached `f`. `f` is traced `k + N % k` times (plus once more when `init` has
-    weakly typed leaves; fewer on CPU, where the steps stay rolled), so compile time grows
-    with k, not with N. Python side effects in `f` run once per trace.
+    by an already cached `f`. `f` is traced as often as by `jax.lax.scan` (once, or twice when
+    a weakly typed `init` leaf changes dtype) and its jaxpr replayed for every copy of the
+    step, so Python side effects in `f` run as often as under `jax.lax.scan`.
     """
     settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
     if not callable(f):
@@ -206,10 +209,11 @@ def eqxi_scan(
                 )
 
             n = scan_length(xs, length)
-            identity = _chunks.identity
-            return _chunks.chunked(
-                get_f(), init, xs, n, chunk_size(unroll, n), False, outer, identity, identity, layout
-            )
+            # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: no replay.
+            body = _trace.body(get_f(), init, xs, replay=buffers is None)
+            # No lone chunk: equinox's loop is what checkpoints, also around a single chunk.
+            k = chunk_size(unroll, n)
+            return _chunks.chunked(body, xs, n, k, False, outer, _chunks.identity, None, layout)
 
         return run
 

@@ -6,21 +6,21 @@ the staged unit of `_staging`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._compat import typeof
+from scanrewrite.runtime import _trace
 
 
 class Layout(NamedTuple):
     """How the steps of a chunk (and the leftover steps) are laid out in the program.
 
-    `rolled_chunk`: a chunk's k steps are an inner `jax.lax.scan` (one trace of `f`) instead
-    of k straight-line copies. `rolled_rest`: the same for the `n % k` leftover steps.
+    `rolled_chunk`: a chunk's k steps are an inner `jax.lax.scan` instead of k straight-line
+    copies of the step. `rolled_rest`: the `n % k` leftover steps are a `jax.lax.scan` of steps
+    each checkpointed as a chunk is, instead of straight-line steps checkpointed together.
     """
 
     rolled_chunk: bool
@@ -58,79 +58,56 @@ def identity(fn: Callable) -> Callable:
     return fn
 
 
-def _call(f: Callable, carry: Any, x: Any) -> Any:
-    return f(carry, x)
+def _steps(step: Callable, size: int, reverse: bool, rolled: bool) -> Callable:
+    """`size` consecutive steps: (carry, xs) -> (carry, stacked ys).
 
-
-def _steps(f: Callable, size: int, reverse: bool, rolled: bool) -> Callable:
-    """`size` consecutive steps of `f`: (carry, xs) -> (carry, stacked ys).
-
-    Straight-line code, or with `rolled` one `jax.lax.scan` over them.
+    Straight-line code, or with `rolled` one `jax.lax.scan` over them. One step is the step
+    itself, with its x and y given a leading axis of one.
     """
-    if rolled:
-        try:
-            hash(f)
-        except TypeError:  # `jax.lax.scan` hashes its body; an `equinox.Module` of arrays cannot be
-            f = functools.partial(_call, f)
-        return lambda carry, xs: jax.lax.scan(f, carry, xs, size, reverse)
+    if rolled and size > 1:
+        return lambda carry, xs: jax.lax.scan(step, carry, xs, size, reverse)
 
     def run(carry, xs):
         ys = [None] * size
         for i in reversed(range(size)) if reverse else range(size):
-            carry, ys[i] = f(carry, jax.tree_util.tree_map(lambda a: a[i], xs))
+            carry, ys[i] = step(carry, jax.tree_util.tree_map(lambda a: a[i], xs))
         return carry, jax.tree_util.tree_map(lambda *y: jnp.stack(y), *ys)
 
     return run
 
 
-def _promote_weak_init(f: Callable, init: Any, xs: Any) -> Any:
-    """Promote weakly typed leaves of `init` to the dtype `f` returns, as `jax.lax.scan` does.
-
-    The outer loop would promote them too, but only after tracing the whole chunk (k steps) a
-    second time; this costs one trace of `f`.
-    """
-    init_leaves = jax.tree_util.tree_leaves(init)
-    if not any(getattr(typeof(leaf), "weak_type", False) for leaf in init_leaves):
-        return init
-    out_carry, _ = jax.eval_shape(lambda c, xs: f(c, jax.tree_util.tree_map(lambda a: a[0], xs)), init, xs)
-    out_leaves = jax.tree_util.tree_leaves(out_carry)
-    if len(out_leaves) != len(init_leaves):
-        return init  # the outer jax.lax.scan reports the mismatch in its own words
-    return jax.tree_util.tree_unflatten(
-        jax.tree_util.tree_structure(init),
-        [
-            jax.lax.convert_element_type(leaf, jnp.result_type(leaf, out.dtype))
-            # Also when only weakness differs: every loop then sees the carry type f returns, so
-            # no loop (a leftover loop, a nested level) traces f again for a changed type.
-            if getattr(typeof(leaf), "weak_type", False)
-            and (typeof(leaf).dtype != out.dtype or not getattr(out, "weak_type", False))
-            else leaf
-            for leaf, out in zip(init_leaves, out_leaves)
-        ],
-    )
-
-
 def chunked(
-    f: Callable,
-    init: Any,
+    body: _trace.Body,
     xs: Any,
     n: int,
     k: int,
     reverse: bool,
     outer: Callable[[Callable, Any, Any, int], tuple[Any, Any]],
     chunk_wrapper: Callable[[Callable], Callable],
-    remainder_wrapper: Callable[[Callable], Callable],
+    lone_wrapper: Callable[[Callable], Callable] | None,
     steps_layout: Layout,
 ) -> tuple[Any, Any]:
-    """Run `n > 0` steps as `n // k` chunks through `outer` plus the `n % k` leftover steps."""
-    chunks = n // k
-    # Steps outside the outer loop must see jax arrays of canonical dtype, as in a loop body.
-    xs = jax.tree_util.tree_map(jnp.asarray, xs)
-    init = _promote_weak_init(f, init, xs)
-    chunk = chunk_wrapper(_steps(f, k, reverse, steps_layout.rolled_chunk))
-    leftover = remainder_wrapper(_steps(f, n % k, reverse, steps_layout.rolled_rest))
+    """Run `n > 0` steps of `body` as `n // k` chunks through `outer`, then the `n % k` left over.
+
+    `outer(chunk, carry, chunked_xs, chunks)` loops over the chunks, each in `chunk_wrapper`.
+    One chunk of all `n` steps runs in `lone_wrapper`, with no loop around it (unless
+    `lone_wrapper` is None). The leftover steps run after the chunks: straight-line in
+    `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`.
+    """
+    chunks, rest = divmod(n, k)
+    chunk = _steps(body.step, k, reverse, steps_layout.rolled_chunk)
+    if chunks == 1 and rest == 0 and lone_wrapper is not None:
+        return lone_wrapper(chunk)(body.init, xs)
+    wrapped = chunk_wrapper(chunk)
+    if steps_layout.rolled_rest:
+        # One loop whose steps are checkpointed each: XLA compiles one differentiated step for
+        # it, where a checkpointed loop compiles a forward, a recomputing and a backward loop.
+        step = chunk_wrapper(body.step)
+        leftover = lambda carry, rest_xs: jax.lax.scan(step, carry, rest_xs, rest, reverse)
+    else:
+        leftover = (lone_wrapper or identity)(_steps(body.step, rest, reverse, False))
     return in_blocks(
-        init, xs, n, k, reverse, lambda carry, chunked_xs: outer(chunk, carry, chunked_xs, chunks), leftover
+        body.init, xs, n, k, reverse, lambda carry, chunked_xs: outer(wrapped, carry, chunked_xs, chunks), leftover
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["INLINE", "enable_x64", "lax_unroll", "make_user_context", "typeof"]
+__all__ = ["INLINE", "enable_x64", "lax_unroll", "leading_slice", "make_user_context", "typeof"]
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval
@@ -23,6 +23,19 @@ def typeof(x: Any) -> Any:
     `jax.typeof` where jax has it; on older releases (jax 0.4.38 has none), `jax.core.get_aval`.
     """
     return _typeof(x)
+
+
+def leading_slice(aval: Any) -> Any:
+    """The abstract value of `x[0]` for an `x` of abstract value `aval` (as `jax.lax.scan`
+    types a step's slice of `xs`), with the sharding, where the aval has one, less its first axis.
+
+    Newer jax gives an aval a sharding whose spec names an entry per axis; older jax has none.
+    """
+    sharding = getattr(aval, "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    if spec is None or len(spec) != len(aval.shape):
+        return aval.update(shape=aval.shape[1:])
+    return aval.update(shape=aval.shape[1:], sharding=sharding.update(spec=jax.sharding.PartitionSpec(*spec[1:])))
 
 
 #: `jax.jit(inline=INLINE)` inlines the staged function into an enclosing trace's jaxpr, so a

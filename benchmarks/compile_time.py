@@ -1,0 +1,161 @@
+"""Compile time of `scanrewrite.runtime.scan(unroll=k)` against the `jax.lax.scan` it replaces.
+
+The workload is the origin block (`ut_scan.block`: layer norms, attention-style mixing, an MLP;
+parameters shared) applied N times, small enough that compiling is nearly all of the cost,
+as in a unit test. The step closes over the parameters, as users write it. For every N and k,
+four ways of paying for compilation, each a ratio of the runtime's seconds to `lax.scan`'s:
+
+- jit forward / jit gradient: `jax.jit(loss)` or `jax.jit(jax.value_and_grad(loss))`, timed
+  from trace to compiled executable (`.lower(...).compile()`);
+- eager forward / eager gradient: the first call of the scan (or of `jax.value_and_grad` of the
+  loss) without `jit`, for a fresh step function: trace, compile and one run.
+
+Every program is new to jax's caches (a fresh step closure each time); a warm-up round is not
+counted. Cells are medians over `--repeats` rounds, and each round measures `lax.scan` and every
+k for one N one after another, so load from other processes falls on all of them alike. Two
+clocks: the process's CPU time (robust on a shared machine) and wall time (what a user waits;
+on an idle machine it is lower where XLA compiles kernels on several threads). A k at or above
+N builds the same program as k = N and is measured once. `--costs` adds the compiled temp
+memory (exact) and the step time (median of interleaved runs) of the jit programs, also as
+ratios to `lax.scan`.
+
+    python benchmarks/compile_time.py                  # k 1..8, N 1 7 8 12 13 64; ~15 min idle
+    python benchmarks/compile_time.py --quick          # k 1 3 4 8, N 8 13
+    python benchmarks/compile_time.py --ns 8 --ks 3 --kinds jit-grad --repeats 7
+    python benchmarks/compile_time.py --layout straight --costs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import ut_scan
+from _common import Progress, interleaved_times
+
+import scanrewrite.runtime
+from scanrewrite.runtime import _chunks
+
+KINDS = ("jit-forward", "jit-grad", "eager-forward", "eager-grad")
+LAYOUTS = {
+    "backend": None,
+    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+    "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
+}
+BASE = "lax.scan"
+
+
+def loop_of(impl: str | int, n: int) -> Callable:
+    """`(step, h) -> final h` for `lax.scan` or the runtime with k = `impl`."""
+    if impl == BASE:
+        return lambda step, h: jax.lax.scan(step, h, length=n)[0]
+    return lambda step, h: scanrewrite.runtime.scan(step, h, length=n, unroll=impl)[0]
+
+
+def program(kind: str, impl: str | int, n: int) -> Callable:
+    """The function whose compilation is measured, with a fresh step closure in every trace."""
+    loop = loop_of(impl, n)
+
+    def loss(params, h0):
+        step = lambda h, _: (ut_scan.block(params, h), None)
+        return jnp.mean(loop(step, h0) ** 2)
+
+    return jax.value_and_grad(loss, argnums=(0, 1)) if kind.endswith("grad") else loss
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float, float]:
+    """(what `fn()` returned, CPU seconds of this process, wall seconds)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def measure(kind: str, impl: str | int, n: int, args: tuple) -> tuple[object, float, float]:
+    fn = program(kind, impl, n)
+    if kind.startswith("jit"):
+        return timed(lambda: jax.jit(fn).lower(*args).compile())
+    return timed(lambda: jax.block_until_ready(fn(*args)))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ks", type=int, nargs="+", default=list(range(1, 9)))
+    parser.add_argument("--ns", type=int, nargs="+", default=[1, 7, 8, 12, 13, 64])
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--repeats", type=int, default=3, help="rounds (median)")
+    parser.add_argument("--quick", action="store_true", help="k 1 3 4 8, N 8 13")
+    parser.add_argument("--layout", choices=LAYOUTS, default="backend")
+    parser.add_argument("--costs", action="store_true", help="also temp memory and step time (jit)")
+    parser.add_argument("--width", type=int, default=16)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.ks, args.ns = [1, 3, 4, 8], [8, 13]
+    _chunks._FORCE_LAYOUT = LAYOUTS[args.layout]
+    key = jax.random.PRNGKey(0)
+    inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (2, 8, args.width)))
+    impls = {n: [BASE, *sorted({min(k, n) for k in args.ks})] for n in args.ns}
+    cells = [(kind, impl, n) for n in args.ns for kind in args.kinds for impl in impls[n]]
+    layout = _chunks.layout()
+    print(
+        f"origin block (batch 2, seq 8, width {args.width}); {args.repeats} rounds; jax {jax.__version__} on "
+        f"{jax.devices()[0].platform}; layout: chunk {'rolled' if layout.rolled_chunk else 'straight'}, "
+        f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}\n"
+    )
+    progress = Progress(len(cells) * (args.repeats + 1))
+    seconds: dict[tuple, list[tuple[float, float]]] = {cell: [] for cell in cells}
+    compiled: dict[tuple, object] = {}
+    for repeat in range(args.repeats + 1):  # round 0 warms jax and the per-op caches up
+        for cell in cells:
+            out, cpu, wall = measure(*cell, inputs)
+            if repeat:
+                seconds[cell].append((cpu, wall))
+            elif args.costs and cell[0].startswith("jit"):
+                compiled[cell] = out
+            progress.step(f"round {repeat}: {cell[0]} {cell[1]} N={cell[2]}")
+    for clock, index in (("CPU", 0), ("wall", 1)):
+        for kind in args.kinds:
+            median = {(impl, n): statistics.median(s[index] for s in seconds[kind, impl, n]) for _, impl, n in cells}
+            print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s")
+    if args.costs:
+        costs(compiled, impls, args, inputs)
+    return 0
+
+
+def print_table(title: str, args, values: dict[tuple, float], show_base: Callable[[float], str]) -> None:
+    """A markdown table of `values[k, n] / values[lax.scan, n]`, a row per N, a column per k."""
+    ratio = {(k, n): values[min(k, n), n] / values[BASE, n] for n in args.ns for k in args.ks}
+    worst, (k, n) = max((r, kn) for kn, r in ratio.items())
+    print(f"{title}: runtime / lax.scan (worst {worst:.2f}x at k={k}, N={n})\n")
+    print("| N | lax.scan | " + " | ".join(f"k={k}" for k in args.ks) + " |")
+    print("| ---: | ---: |" + " ---: |" * len(args.ks))
+    for n in args.ns:
+        print(f"| {n} | {show_base(values[BASE, n])} | " + " | ".join(f"{ratio[k, n]:.2f}" for k in args.ks) + " |")
+    print()
+
+
+def costs(compiled: dict, impls: dict, args, inputs: tuple) -> None:
+    """Temp memory and step time of the jit programs, as ratios to `lax.scan`'s."""
+    kinds = [kind for kind in args.kinds if kind.startswith("jit")]
+    progress = Progress(len(kinds) * len(args.ns))
+    temp, steps = {}, {}
+    for kind in kinds:
+        for n in args.ns:
+            fns = {impl: compiled[kind, impl, n] for impl in impls[n]}
+            for impl, times in interleaved_times(fns, inputs, repeats=15).items():
+                steps[kind, impl, n] = statistics.median(times)
+                temp[kind, impl, n] = fns[impl].memory_analysis().temp_size_in_bytes
+            progress.step(f"step time {kind} N={n}")
+    for kind in kinds:
+        in_kind = lambda values, kind=kind: {(impl, n): v for (kd, impl, n), v in values.items() if kd == kind}
+        memory = {key: max(v, 1) for key, v in in_kind(temp).items()}  # a forward pass may need none
+        print_table(f"{kind} temp memory", args, memory, lambda b: f"{b / 1024:.0f} KiB")
+        print_table(f"{kind} step time", args, in_kind(steps), lambda t: f"{t * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`f` traced once into a jaxpr and replayed for every copy of the step that the runtime builds.
+
+A chunk's k straight-line steps, the leftover steps, a rolled inner loop and every nested
+level all run the same step. Tracing `f` once and replaying its jaxpr (binding the traced
+equations again, which runs none of the user's Python) makes `f` trace exactly as often as in
+`jax.lax.scan`, whatever the chunk size, layout or `levels`: once, or twice when weakly typed
+`init` leaves change dtype. Compile time then does not pay for tracing Python k times, and
+trace-time side effects (a `print`, a counter, a numpy constant drawn while tracing) happen as
+often as in `jax.lax.scan`, with every copy of the step computing with the same constants.
+
+`body` is the one place where a step is traced: a rewrite of the traced step (such as taking
+a user's per-step `jax.checkpoint` off the jaxpr and passing its policy to the chunks)
+belongs there, before `_replay`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from scanrewrite.runtime._compat import leading_slice, typeof
+
+tree_util = jax.tree_util
+
+
+class Body(NamedTuple):
+    """A step traced once: `step(carry, x) -> (carry, y)` computes what `f` computes (by
+    replaying its jaxpr), and `init` is the initial carry with weakly typed leaves promoted to
+    the carry type `f` returns, as `jax.lax.scan` promotes them."""
+
+    step: Callable[[Any, Any], tuple[Any, Any]]
+    init: Any
+
+
+def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
+    """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
+
+    Traces `f` once, and once more only where `jax.lax.scan` traces it again: when a weakly
+    typed leaf of `init` changes dtype. A weakly typed leaf that `f` returns strongly typed,
+    with the same dtype, is made strong without a trace (the program is the same), so that
+    every loop around the step sees the carry type `f` returns. With `replay=False` the step
+    is `f` itself, traced again wherever it is called (for a carry that the outer loop hands
+    to `f` in another form, as equinox's `buffers` do). Where `f` does not return a
+    `(carry, y)` pair of the carry's structure and types, `jax.lax.scan` is called so that
+    it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
+    concrete values step by step, as `jax.lax.scan` then calls it.
+    """
+    if jax.config.jax_disable_jit:
+        return Body(f, init)
+    init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
+    traced = _trace(f, init, xs)
+    if traced is not None:
+        promoted = _promote(init, traced[0], same_dtype=False)
+        if promoted is not init:
+            init, traced = promoted, _trace(f, promoted, xs)
+    if traced is not None:
+        closed, out_tree = traced
+        init = _promote(init, closed, same_dtype=True)
+        carry_in = [typeof(leaf) for leaf in tree_util.tree_leaves(init)]
+        if all(map(_typematch, carry_in, closed.out_avals[: len(carry_in)])):
+            return Body(_replay(closed, out_tree) if replay else f, init)
+    jax.lax.scan(f, init, xs)  # raises jax's own error for what `f` returned
+    raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")
+
+
+def _typematch(a: Any, b: Any) -> bool:
+    """Same shape and dtype, whatever the weak types (`jax.lax.scan`'s test of a carry)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _trace(f: Callable, init: Any, xs: Any) -> tuple[Any, Any] | None:
+    """(the closed jaxpr of `f`, its output structure), or None if `f` does not return a
+    `(carry, y)` pair whose carry has `init`'s structure."""
+    # Abstract values, not shapes and dtypes: they keep weak types, shardings and the axes a
+    # value varies over inside `shard_map`, which decide how `f` traces.
+    carry = tree_util.tree_map(typeof, init)
+    x = tree_util.tree_map(lambda leaf: leading_slice(typeof(leaf)), xs)
+    closed, out = jax.make_jaxpr(f, return_shape=True)(carry, x)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        return None
+    if tree_util.tree_structure(out[0]) != tree_util.tree_structure(init):
+        return None
+    return closed, tree_util.tree_structure(out)
+
+
+def _promote(init: Any, closed: Any, *, same_dtype: bool) -> Any:
+    """`init` with weakly typed leaves converted to the carry type `f` returns: with
+    `same_dtype`, those that only lose their weak type; else those whose shape or dtype
+    differs (`jax.lax.scan`'s rule, after which it traces again). `init` itself if none is."""
+    leaves = tree_util.tree_leaves(init)
+    promoted, changed = [], False
+    for leaf, out in zip(leaves, closed.out_avals):
+        aval = typeof(leaf)
+        if aval.weak_type and (_typematch(aval, out) and not out.weak_type if same_dtype else not _typematch(aval, out)):
+            leaf, changed = jax.lax.convert_element_type(leaf, jnp.result_type(leaf, out)), True
+        promoted.append(leaf)
+    return tree_util.tree_unflatten(tree_util.tree_structure(init), promoted) if changed else init
+
+
+def _replay(closed: Any, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """The traced `f` as a function again: its equations bound anew on every call."""
+    jaxpr, consts = closed.jaxpr, closed.consts
+
+    def step(carry, x):
+        out = jax.core.eval_jaxpr(jaxpr, consts, *tree_util.tree_leaves(carry), *tree_util.tree_leaves(x))
+        return tree_util.tree_unflatten(out_tree, out)
+
+    return step
