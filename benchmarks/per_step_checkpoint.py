@@ -8,7 +8,9 @@ The workload is the origin block (`ut_scan.block`) applied N times, its gradient
   steps in `jax.checkpoint`, each step in its own `jax.checkpoint` inside them (written here as
   `jax.checkpoint(jax.checkpoint(block))`, whose outer checkpoint the runtime takes over);
 - `wrapper absorbed`: the rewrite now: the runtime takes the per-step checkpoint off, so each
-  chunk is checkpointed once.
+  chunk is checkpointed once;
+- `checkpoint=False`: the rewrite with `checkpoint=False`, which keeps the wrapper and does not
+  checkpoint the chunks (on the CPU layout that is `jax.lax.scan` itself).
 
 Columns are ratios to `lax.scan(checkpoint(f))`: step time (median of interleaved calls),
 compiled temp memory (exact), compile time (lower + compile, median over the rounds), and the
@@ -16,6 +18,7 @@ largest relative difference of the loss and gradients.
 
     python benchmarks/per_step_checkpoint.py                 # N=32, k 2 4 8
     python benchmarks/per_step_checkpoint.py --n 64 --ks 4 --repeats 30
+    python benchmarks/per_step_checkpoint.py --layout straight   # the accelerator layout
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ import ut_scan
 from _common import Progress, compile_with_costs, interleaved_times, max_rel_diff
 
 import scanrewrite.runtime
+from scanrewrite.runtime import _chunks
+
+LAYOUTS = {
+    "backend": None,
+    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+    "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
+}
 
 
 def variants(ks: list[int]) -> dict[str, tuple]:
@@ -38,10 +48,12 @@ def variants(ks: list[int]) -> dict[str, tuple]:
     twice = lambda block: jax.checkpoint(jax.checkpoint(block))
     lax_scan = lambda step, h, n, k: jax.lax.scan(step, h, length=n)[0]
     runtime = lambda step, h, n, k: scanrewrite.runtime.scan(step, h, length=n, unroll=k)[0]
+    unchecked = lambda step, h, n, k: scanrewrite.runtime.scan(step, h, length=n, unroll=k, checkpoint=False)[0]
     table = {"lax.scan(checkpoint(f))": (once, lax_scan, None)}
     for k in ks:
         table[f"k={k} wrapper kept"] = (twice, runtime, k)
         table[f"k={k} wrapper absorbed"] = (once, runtime, k)
+        table[f"k={k} checkpoint=False"] = (once, unchecked, k)
     return table
 
 
@@ -60,7 +72,10 @@ def main(argv=None) -> int:
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3, help="compilations per program (median)")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per program (median)")
+    parser.add_argument("--layout", choices=LAYOUTS, default="backend")
     args = parser.parse_args(argv)
+    _chunks._FORCE_LAYOUT = LAYOUTS[args.layout]
+    layout = _chunks.layout()
     key = jax.random.PRNGKey(0)
     inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (4, 32, args.width)))
     table = variants(args.ks)
@@ -80,7 +95,8 @@ def main(argv=None) -> int:
     device = jax.devices()[0]
     print(
         f"origin block, width {args.width}, N={args.n}, value_and_grad under jit; jax {jax.__version__} on "
-        f"{device.platform}; {args.rounds} compilations, {args.repeats} interleaved calls each\n"
+        f"{device.platform}; {'rolled' if layout.rolled_chunk else 'straight-line'} chunks; {args.rounds} "
+        f"compilations, {args.repeats} interleaved calls each\n"
     )
     print("| program | step time | temp memory | compile time | max rel diff |")
     print("| --- | ---: | ---: | ---: | ---: |")
