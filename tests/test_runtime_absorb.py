@@ -1,12 +1,11 @@
 """A per-step checkpoint around the scanned function, taken over by the runtime (issue 16).
 
-The rewrite leaves `jax.checkpoint(layer)` in the source; the runtime is to take it over when
-it traces the call, so that the chunks are checkpointed with the wrapper's policy and the
-steps inside them are not checkpointed again. Measured, not assumed: the checkpoint
-equations of the rewritten program are those of the program written for the runtime by
-hand without the wrapper, and so is its compiled temp memory. Until the runtime does so,
-the measurement tests are expected to fail; the check itself is shown to reject a program
-checkpointed twice.
+The rewrite leaves `jax.checkpoint(layer)` in the source; the runtime takes it over when it
+traces the call, so that the chunks are checkpointed with the wrapper's policy and the steps
+inside them are not checkpointed again. Measured, not assumed: the checkpoint equations of
+the rewritten program are those of the program written for the runtime by hand without the
+wrapper, and so is its compiled temp memory; the count is shown to reject a program
+checkpointed twice. Values and gradients equal `jax.lax.scan`'s of the wrapped function.
 """
 
 import functools
@@ -17,6 +16,9 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.runtime
+from scanrewrite.runtime._compat import enable_x64
+from tests.test_runtime import pinned_layout
+from tests.treecheck import assert_trees_close
 
 #: The names of the checkpoint primitive across the supported jax versions.
 CHECKPOINT_PRIMITIVES = {"checkpoint", "remat", "remat2"}
@@ -71,13 +73,14 @@ def inputs():
     return h, ws
 
 
-@pytest.mark.xfail(strict=True, reason="runtime absorption: issue 16 runtime part")
+@pytest.mark.parametrize("layout", ["rolled", "unrolled"])
 @pytest.mark.parametrize("spelling", list(wrapped_forms()))
-def test_the_runtime_takes_a_per_step_checkpoint_over(spelling):
+def test_the_runtime_takes_a_per_step_checkpoint_over(spelling, layout):
     step, checkpoint = wrapped_forms()[spelling]
     h, ws = inputs()
-    by_hand = measure(layer, checkpoint, h, ws)
-    assert measure(step, True, h, ws) == by_hand
+    with pinned_layout(layout):
+        by_hand = measure(layer, checkpoint, h, ws)
+        assert measure(step, True, h, ws) == by_hand
 
 
 def test_the_count_rejects_a_checkpoint_inside_a_checkpoint():
@@ -87,3 +90,57 @@ def test_the_count_rejects_a_checkpoint_inside_a_checkpoint():
     by_hand, doubled = (checkpoints_in(jax.make_jaxpr(g)(h, ws).jaxpr) for g in (grad, twice))
     assert by_hand > 0
     assert doubled > by_hand
+
+
+def with_an_extra_step(h, w):
+    h, y = jax.checkpoint(layer)(h, w)
+    return h * 2.0, y
+
+
+@pytest.mark.parametrize("spelling", list(wrapped_forms()))
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_values_and_gradients_equal_the_wrapped_scan(spelling, jit):
+    with enable_x64(True):
+        step, _ = wrapped_forms()[spelling]
+        h = jax.random.normal(jax.random.PRNGKey(1), (4,), jnp.float64)
+        ws = jax.random.normal(jax.random.PRNGKey(2), (LENGTH, 4, 4), jnp.float64)
+
+        def run(scan):
+            def total(h, ws):
+                h, ys = scan(step, h, ws)
+                return jnp.sum(jnp.sin(h)) + jnp.sum(ys**2)
+
+            value_and_grad = jax.value_and_grad(total, argnums=(0, 1))
+            return (jax.jit(value_and_grad) if jit else value_and_grad)(h, ws)
+
+        expected = run(jax.lax.scan)
+        actual = run(lambda f, h, ws: scanrewrite.runtime.scan(f, h, ws, unroll=UNROLL))
+        assert assert_trees_close(actual, expected, rtol=1e-12, atol=1e-12) == 3
+        wrong = jax.tree_util.tree_map(lambda a: a * (1 + 1e-6), actual)
+        with pytest.raises(AssertionError):
+            assert_trees_close(wrong, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_policy_the_call_names_wins_over_the_wrappers():
+    h, ws = inputs()
+    dots = jax.checkpoint_policies.dots_saveable
+    nothing = jax.checkpoint_policies.nothing_saveable
+    assert measure(jax.remat(layer, policy=dots), nothing, h, ws) == measure(layer, nothing, h, ws)
+
+
+def test_without_chunk_checkpoints_the_per_step_checkpoint_stays():
+    h, ws = inputs()
+    count, _ = measure(jax.checkpoint(layer), False, h, ws)
+
+    def original(h, ws):
+        h, ys = jax.lax.scan(jax.checkpoint(layer), h, ws)
+        return jnp.sum(h) + jnp.sum(ys)
+
+    assert count == checkpoints_in(jax.make_jaxpr(jax.grad(original, argnums=(0, 1)))(h, ws).jaxpr) > 0
+
+
+def test_a_step_that_is_more_than_a_checkpoint_keeps_it():
+    h, ws = inputs()
+    kept, _ = measure(with_an_extra_step, True, h, ws)
+    by_hand, _ = measure(layer, True, h, ws)
+    assert kept > by_hand

@@ -75,7 +75,11 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 return jax.lax.scan(get_f(), init, xs, length, reverse, 1, _split_transpose)
             n = scan_length(xs, length)
             xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
-            body = _trace.body(get_f(), init, xs)
+            # The chunks take over a per-step checkpoint around `f`, and its policy where the
+            # call names none: checkpointing each step inside a checkpointed chunk again would
+            # recompute every step twice in the backward pass.
+            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
+            chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
             return _chunks.chunked(
                 body,
                 xs,
@@ -83,10 +87,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 chunk_size(unroll, n),
                 reverse,
                 outer,
-                _chunks.wrapper(checkpoint, prevent_cse=False),
+                _chunks.wrapper(chunk_checkpoint, prevent_cse=False),
                 # Outside a loop, common-subexpression elimination could merge the recomputation
                 # with the forward pass and keep the residuals after all.
-                _chunks.wrapper(checkpoint, prevent_cse=True),
+                _chunks.wrapper(chunk_checkpoint, prevent_cse=True),
                 layout,
             )
 

@@ -8,9 +8,11 @@ equations again, which runs none of the user's Python) makes `f` trace exactly a
 trace-time side effects (a `print`, a counter, a numpy constant drawn while tracing) happen as
 often as in `jax.lax.scan`, with every copy of the step computing with the same constants.
 
-`body` is the one place where a step is traced: a rewrite of the traced step (such as taking
-a user's per-step `jax.checkpoint` off the jaxpr and passing its policy to the chunks)
-belongs there, before `_replay`.
+A step that is nothing but a per-step checkpoint (`jax.lax.scan(jax.checkpoint(layer), ...)`,
+`jax.remat(layer, policy=p)`, `equinox.filter_checkpoint(layer)`: a jaxpr of one checkpoint
+equation) is replayed without it, and its policy is handed to the caller (`Body.checkpoint`):
+the runtime checkpoints whole chunks, and a checkpoint around every step inside them would
+make the backward pass recompute each step twice.
 """
 
 from __future__ import annotations
@@ -33,9 +35,15 @@ class Body(NamedTuple):
 
     step: Callable[[Any, Any], tuple[Any, Any]]
     init: Any
+    #: The per-step checkpoint taken off `f`: True, its policy, or None where `f` had none.
+    checkpoint: Any = None
 
 
-def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
+#: The checkpoint primitive's names across the supported jax versions.
+_CHECKPOINT_PRIMITIVES = frozenset({"checkpoint", "remat", "remat2"})
+
+
+def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
     """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
 
     Traces `f` once, and once more only where `jax.lax.scan` traces it again: when a weakly
@@ -46,7 +54,9 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
     to `f` in another form, as equinox's `buffers` do). Where `f` does not return a
     `(carry, y)` pair of the carry's structure and types, `jax.lax.scan` is called so that
     it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
-    concrete values step by step, as `jax.lax.scan` then calls it.
+    concrete values step by step, as `jax.lax.scan` then calls it. With `absorb`, a per-step
+    checkpoint around all of `f` is taken off the replayed step and returned as
+    `Body.checkpoint`.
     """
     if jax.config.jax_disable_jit:
         return Body(f, init)
@@ -61,7 +71,12 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True) -> Body:
         init = _promote(init, closed, same_dtype=True)
         carry_in = [typeof(leaf) for leaf in tree_util.tree_leaves(init)]
         if all(map(_typematch, carry_in, closed.out_avals[: len(carry_in)])):
-            return Body(_replay(closed, out_tree) if replay else f, init)
+            if not replay:
+                return Body(f, init)
+            inner = _per_step_checkpoint(closed) if absorb else None
+            if inner is not None:
+                return Body(_replay_inner(closed, inner, out_tree), init, inner.params["policy"] or True)
+            return Body(_replay(closed, out_tree), init)
     jax.lax.scan(f, init, xs)  # raises jax's own error for what `f` returned
     raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")
 
@@ -106,6 +121,33 @@ def _replay(closed: Any, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]
 
     def step(carry, x):
         out = jax.core.eval_jaxpr(jaxpr, consts, *tree_util.tree_leaves(carry), *tree_util.tree_leaves(x))
+        return tree_util.tree_unflatten(out_tree, out)
+
+    return step
+
+
+def _per_step_checkpoint(closed: Any) -> Any:
+    """The checkpoint equation that is all of the traced step, or None where the step is more
+    (or is a checkpoint already differentiated, which has no plain replay)."""
+    eqns = closed.jaxpr.eqns
+    if len(eqns) != 1 or eqns[0].primitive.name not in _CHECKPOINT_PRIMITIVES:
+        return None
+    eqn = eqns[0]
+    if eqn.params.get("differentiated") or list(eqn.outvars) != list(closed.jaxpr.outvars):
+        return None
+    return eqn
+
+
+def _replay_inner(closed: Any, eqn: Any, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """The traced step as a function again, with its one checkpoint equation `eqn` replaced by
+    the equations inside it."""
+    jaxpr = closed.jaxpr
+    consts = dict(zip(jaxpr.constvars, closed.consts))
+
+    def step(carry, x):
+        env = {**consts, **dict(zip(jaxpr.invars, [*tree_util.tree_leaves(carry), *tree_util.tree_leaves(x)]))}
+        args = [v.val if hasattr(v, "val") else env[v] for v in eqn.invars]  # a literal has a value
+        out = jax.core.eval_jaxpr(eqn.params["jaxpr"], (), *args)
         return tree_util.tree_unflatten(out_tree, out)
 
     return step
