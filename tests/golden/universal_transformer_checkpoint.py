@@ -99,7 +99,7 @@ FORWARDS = {
 
 
 def loss(forward, params, x, targets):
-    predictions = forward(params, x) @ params["readout"]
+    predictions = layer_norm(forward(params, x)) @ params["readout"]
     return jnp.mean((predictions[:, 0] - targets) ** 2)
 
 
