@@ -1,5 +1,6 @@
 """What the benchmarks share: a progress bar, compiling with its costs, interleaved timing, the
-largest relative difference between two results, and writing a figure."""
+largest relative difference between two results, writing a figure, and pinning the runtime's
+layout."""
 
 from __future__ import annotations
 
@@ -11,6 +12,21 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from scanrewrite.runtime import _chunks
+
+#: The runtime's layouts a benchmark can pin with `--layout` (`backend`: the one it would pick).
+LAYOUTS = {
+    "backend": None,
+    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+    "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
+}
+
+
+def pin_layout(name: str) -> _chunks.Layout:
+    """Build every runtime program from now on with the layout `name` of `LAYOUTS`; return it."""
+    _chunks._FORCE_LAYOUT = LAYOUTS[name]
+    return _chunks.layout()
 
 
 class Progress:

@@ -36,17 +36,11 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import ut_scan
-from _common import Progress, interleaved_times
+from _common import LAYOUTS, Progress, interleaved_times, pin_layout
 
 import scanrewrite.runtime
-from scanrewrite.runtime import _chunks
 
 KINDS = ("jit-forward", "jit-grad", "eager-forward", "eager-grad")
-LAYOUTS = {
-    "backend": None,
-    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
-    "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
-}
 BASE = "lax.scan"
 
 
@@ -95,12 +89,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.ks, args.ns = [1, 3, 4, 8], [8, 13]
-    _chunks._FORCE_LAYOUT = LAYOUTS[args.layout]
     key = jax.random.PRNGKey(0)
     inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (2, 8, args.width)))
     impls = {n: [BASE, *sorted({min(k, n) for k in args.ks})] for n in args.ns}
     cells = [(kind, impl, n) for n in args.ns for kind in args.kinds for impl in impls[n]]
-    layout = _chunks.layout()
+    layout = pin_layout(args.layout)
     print(
         f"origin block (batch 2, seq 8, width {args.width}); {args.repeats} rounds; jax {jax.__version__} on "
         f"{jax.devices()[0].platform}; layout: chunk {'rolled' if layout.rolled_chunk else 'straight'}, "

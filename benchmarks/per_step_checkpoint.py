@@ -30,16 +30,10 @@ import sys
 import jax
 import jax.numpy as jnp
 import ut_scan
-from _common import Progress, compile_with_costs, interleaved_times, max_rel_diff
+from _common import LAYOUTS, Progress, compile_with_costs, interleaved_times, max_rel_diff, pin_layout
 
 import scanrewrite.runtime
-from scanrewrite.runtime import _chunks
 
-LAYOUTS = {
-    "backend": None,
-    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
-    "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
-}
 
 
 def variants(ks: list[int]) -> dict[str, tuple]:
@@ -74,8 +68,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per program (median)")
     parser.add_argument("--layout", choices=LAYOUTS, default="backend")
     args = parser.parse_args(argv)
-    _chunks._FORCE_LAYOUT = LAYOUTS[args.layout]
-    layout = _chunks.layout()
+    layout = pin_layout(args.layout)
     key = jax.random.PRNGKey(0)
     inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (4, 32, args.width)))
     table = variants(args.ks)
