@@ -210,8 +210,10 @@ def test_hessian():
 
 
 def jaxpr_of(n, **kw):
+    """The program for the requested k (the rolled layout, without fitting k to the step)."""
     step = lambda c, x: (jnp.sin(c) * x, c)
-    return jax.make_jaxpr(lambda c, x: scan(step, c, x, **kw))(jnp.float32(1), jnp.ones(n))
+    with pinned_layout("rolled"):
+        return jax.make_jaxpr(lambda c, x: scan(step, c, x, **kw))(jnp.float32(1), jnp.ones(n))
 
 
 def scan_lengths(jaxpr):

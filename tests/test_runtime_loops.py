@@ -19,6 +19,7 @@ import pytest
 from scanrewrite.runtime import ORIGINAL, Site, _staging, fori_loop, override, record_sites
 from scanrewrite.runtime import map as runtime_map
 from scanrewrite.runtime._compat import enable_x64, typeof
+from tests.test_runtime import pinned_layout
 from tests.treecheck import assert_trees_close
 
 TOL = dict(rtol=1e-10, atol=1e-12)
@@ -365,7 +366,7 @@ def test_record_sites_and_override_see_both_loops():
     }
     with override(unroll=ORIGINAL):
         assert str(jax.make_jaxpr(both_loops)(*args)) == str(jax.make_jaxpr(lax_loops)(*args))
-    with override(unroll=1, sites=[fori_site]):
+    with override(unroll=1, sites=[fori_site]), pinned_layout("rolled"):  # k as requested
         jaxpr = jax.make_jaxpr(both_loops)(*args)
     lengths = [eqn.params["length"] for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
     assert lengths[:2] == [7, 3 // 2]  # then, on CPU, the map's leftover step in a loop of its own

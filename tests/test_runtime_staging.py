@@ -190,8 +190,9 @@ def test_resolve_sees_the_users_call_line_and_its_settings_reach_the_program(mon
 
     monkeypatch.setattr(_override, "resolve", resolve)
     f = Counted()
-    jaxpr = jax.make_jaxpr(lambda c: scan(f, c, XS, unroll=7))(jnp.ones(3)); line = _line()  # fmt: skip
-    jaxpr_eqxi = jax.make_jaxpr(lambda c: eqxi_scan(f, c, XS, kind="lax", unroll=7))(jnp.ones(3)); line_eqxi = _line()  # fmt: skip
+    with pinned_layout("rolled"):  # the requested k, not fitted to the step
+        jaxpr = jax.make_jaxpr(lambda c: scan(f, c, XS, unroll=7))(jnp.ones(3)); line = _line()  # fmt: skip
+        jaxpr_eqxi = jax.make_jaxpr(lambda c: eqxi_scan(f, c, XS, kind="lax", unroll=7))(jnp.ones(3)); line_eqxi = _line()  # fmt: skip
     assert sites == [_override.Site(__file__, line), _override.Site(__file__, line_eqxi)]
     for program in (jaxpr, jaxpr_eqxi):
         outer = next(eqn for eqn in program.eqns if eqn.primitive.name == "scan")  # then the leftover's

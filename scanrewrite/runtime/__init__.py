@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime import _chunks, _levels, _override, _staging, _trace
+from scanrewrite.runtime import _chunks, _levels, _memory, _override, _staging, _trace
 from scanrewrite.runtime._compat import lax_unroll
 from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
@@ -80,11 +80,16 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
+            k = chunk_size(unroll, n)
+            if layout.fit_chunk and chunk_checkpoint is True and 1 < k < n:
+                # Rolled, k only trades carries for residuals: build the chunk size that keeps
+                # no more and compiles faster (`_memory`).
+                k = _memory.rolled_chunk_size(body, n, k, levels)
             return _chunks.chunked(
                 body,
                 xs,
                 n,
-                chunk_size(unroll, n),
+                k,
                 reverse,
                 outer,
                 _chunks.wrapper(chunk_checkpoint, prevent_cse=False),

@@ -21,10 +21,13 @@ class Layout(NamedTuple):
     `rolled_chunk`: a chunk's k steps are an inner `jax.lax.scan` instead of k straight-line
     copies of the step. `rolled_rest`: the `n % k` leftover steps are a `jax.lax.scan` of steps
     each checkpointed as a chunk is, instead of straight-line steps checkpointed together.
+    `fit_chunk`: rolled chunks as long as `_memory.rolled_chunk_size` picks for the requested
+    k (one that keeps no more memory and compiles faster), instead of k itself.
     """
 
     rolled_chunk: bool
     rolled_rest: bool
+    fit_chunk: bool = False
 
 
 # Tests and benchmarks pin a layout here; None picks it from the backend (`layout()`).
@@ -37,12 +40,13 @@ def layout() -> Layout:
     On XLA:CPU the steps stay rolled: unrolling gains nothing there (docs/benchmarks.md), and
     k straight-line steps whose LAPACK calls (a solve, a Cholesky) do not depend on each other
     are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool
-    (docs/limits.md). Accelerators get the straight-line chunk that unrolling is for.
+    (docs/limits.md). Rolled, the chunk size only trades carries for residuals, so it is
+    fitted to the step (`fit_chunk`). Accelerators get the straight-line chunk that unrolling is for.
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
-    return Layout(rolled_chunk=rolled, rolled_rest=rolled)
+    return Layout(rolled_chunk=rolled, rolled_rest=rolled, fit_chunk=rolled)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:

@@ -1,0 +1,123 @@
+"""What the backward pass of rolled, checkpointed chunks keeps, and the chunk size to build.
+
+On XLA:CPU a chunk's steps stay a rolled loop (`_chunks.layout`), so there the chunk size k
+decides what the backward pass keeps, not how fast a step runs. For one level of checkpointed
+chunks of d steps over N steps, it keeps the input carry of every chunk and of every leftover
+step, and while it recomputes a chunk, the residuals of that chunk's d steps:
+
+    kept(d) = (N // d + N % d) * carry_bytes + d * residual_bytes
+
+Checkpointed chunks compile slower than `jax.lax.scan` under `grad` (a chunk's step is compiled
+forward, recomputed with its residuals, and backward, in nested loops), and leftover steps add a
+loop of their own. `jax.lax.scan(jax.checkpoint(f))` (d = 1) compiles faster than `jax.lax.scan`,
+and a d that divides N has no leftover loop. So where the model says d keeps no more than the
+requested k, the runtime builds d instead: the same numbers, no more memory, less to compile.
+
+The residual bytes are a lower bound, read off the step's jaxpr without tracing it again: for
+each equation whose derivative needs a value of the step (`tanh` its output, `log` its input, a
+product each factor, where the other factor varies too), that value, counted once, if it varies
+from step to step (it depends on the carry, or on `xs` other than through a slice that the loop
+already holds). A value computed from closed-over values only is kept once by a loop, and an
+equation the table does not know (a `custom_jvp`, a nested loop) counts as nothing.
+Differentiating the closed-over values as well only adds residuals. Since kept(d) - kept(k)
+falls as the residuals grow when d < k, a d < k that the lower bound admits keeps no more than k
+for the true residuals too, which is why only d < k are candidates.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+
+from scanrewrite.runtime import _levels, _trace
+
+
+class StepBytes(NamedTuple):
+    """The bytes of a step's carry, and of the residuals that one step adds to a stack."""
+
+    carry: int
+    residuals: int
+
+
+def kept(n: int, d: int, sizes: StepBytes) -> int:
+    """Bytes the backward pass keeps for `n` steps in checkpointed chunks of `d` rolled steps."""
+    return (n // d + n % d) * sizes.carry + d * sizes.residuals
+
+
+def _nbytes(aval: Any) -> int:
+    # A PRNG key array's extended dtype has no item size to count: it counts as nothing.
+    return aval.size * getattr(aval.dtype, "itemsize", 0)
+
+
+# What differentiating an equation keeps, by primitive: its output (d tanh(x) = 1 - tanh(x)^2)...
+_KEEPS_OUTPUT = frozenset({"exp", "exp2", "expm1", "tanh", "logistic", "sqrt", "rsqrt", "cbrt", "max", "min"})
+# ...its input (d log(x) = 1 / x)...
+_KEEPS_INPUT = frozenset(
+    {"log", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}
+    | {"erf", "erfc", "erf_inv", "lgamma", "digamma", "integer_pow", "abs"}
+)
+# ...each factor of a product, where the other factor varies too (against a constant factor the
+# product is linear), and the divisor of a quotient.
+_PRODUCTS = frozenset({"mul", "dot_general", "conv_general_dilated"})
+# Calls whose body is differentiated as if inlined.
+_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "checkpoint", "remat", "remat2"})
+
+
+def _residuals(jaxpr: Any, varying: set) -> set:
+    """The varying values that differentiating `jaxpr` keeps (by the tables above), given the
+    set of its input variables that vary; `varying` grows by every value computed from them."""
+    kept = set()
+    for eqn in jaxpr.eqns:
+        ins = [v for v in eqn.invars if not hasattr(v, "val")]  # a literal has a value
+        moving = [v for v in ins if v in varying]
+        if not moving:
+            continue
+        varying.update(eqn.outvars)
+        name = eqn.primitive.name
+        if name in _KEEPS_OUTPUT:
+            kept.update(eqn.outvars)
+        elif name in _KEEPS_INPUT:
+            kept.update(moving)
+        elif name in _PRODUCTS and len(moving) == len(ins) == 2:
+            kept.update(moving)
+        elif name == "div" and len(ins) == 2 and ins[1] in varying:
+            kept.add(ins[1])
+        elif name in _CALLS:
+            inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
+            inner = getattr(inner, "jaxpr", inner)
+            if inner is not None and len(inner.invars) == len(eqn.invars):
+                kept |= _residuals(inner, {i for i, v in zip(inner.invars, eqn.invars) if v in moving})
+    return kept
+
+
+def step_bytes(body: _trace.Body) -> StepBytes | None:
+    """The carry bytes and a lower bound of the bytes of one step's varying residuals, or None
+    where the step was not traced into a jaxpr."""
+    if body.jaxpr is None:
+        return None
+    jaxpr = body.jaxpr.jaxpr
+    carry = jaxpr.invars[: len(jax.tree_util.tree_leaves(body.init))]
+    residuals = _residuals(jaxpr, set(jaxpr.invars)) - set(jaxpr.invars[len(carry) :])
+    return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
+
+
+def _one_level(levels: Any, chunks: int) -> bool:
+    return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
+
+
+def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any) -> int:
+    """The chunk size to build for a requested `k` (1 < k < n), with rolled chunks checkpointed
+    as a whole at one level: 1 where `kept` says it keeps no more than k, else the divisor of
+    `n` below k that keeps least, if it keeps no more than k, else `k`."""
+    if not _one_level(levels, n // k):
+        return k
+    sizes = step_bytes(body)
+    if sizes is None:
+        return k
+    budget = kept(n, k, sizes)
+    candidates = [d for d in range(1, k) if n % d == 0 and _one_level(levels, n // d)]
+    fits = [d for d in candidates if kept(n, d, sizes) <= budget]
+    if 1 in fits:
+        return 1
+    return min(fits, key=lambda d: (kept(n, d, sizes), -d), default=k)
