@@ -18,7 +18,7 @@ from scanrewrite.runtime import _chunks
 #: The runtime's layouts a benchmark can pin with `--layout` (`backend`: the one it would pick).
 LAYOUTS = {
     "backend": None,
-    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+    "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),  # chunks of exactly k steps
     "straight": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
 }
 

@@ -23,6 +23,7 @@ ratios to `lax.scan`.
     python benchmarks/compile_time.py --quick          # k 1 3 4 8, N 8 13
     python benchmarks/compile_time.py --ns 8 --ks 3 --kinds jit-grad --repeats 7
     python benchmarks/compile_time.py --layout straight --costs
+    python benchmarks/compile_time.py --layout rolled --costs   # the CPU's chunks, of k steps exactly
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="k 1 3 4 8, N 8 13")
     parser.add_argument("--layout", choices=LAYOUTS, default="backend")
     parser.add_argument("--costs", action="store_true", help="also temp memory and step time (jit)")
+    parser.add_argument("--before", choices=LAYOUTS, help="with --costs: also as ratios to this layout's programs")
     parser.add_argument("--width", type=int, default=16)
     args = parser.parse_args(argv)
     if args.quick:
@@ -97,7 +99,8 @@ def main(argv=None) -> int:
     print(
         f"origin block (batch 2, seq 8, width {args.width}); {args.repeats} rounds; jax {jax.__version__} on "
         f"{jax.devices()[0].platform}; layout: chunk {'rolled' if layout.rolled_chunk else 'straight'}, "
-        f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}\n"
+        f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}, "
+        f"chunk size {'fitted to the step' if layout.fit_chunk else 'k'}\n"
     )
     progress = Progress(len(cells) * (args.repeats + 1))
     seconds: dict[tuple, list[tuple[float, float]]] = {cell: [] for cell in cells}
@@ -115,39 +118,57 @@ def main(argv=None) -> int:
             median = {(impl, n): statistics.median(s[index] for s in seconds[kind, impl, n]) for _, impl, n in cells}
             print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s")
     if args.costs:
-        costs(compiled, impls, args, inputs)
+        before = {}
+        if args.before:
+            pin_layout(args.before)
+            before = {cell: measure(*cell, inputs)[0] for cell in compiled}
+            pin_layout(args.layout)
+        costs(compiled, before, impls, args, inputs)
     return 0
 
 
-def print_table(title: str, args, values: dict[tuple, float], show_base: Callable[[float], str]) -> None:
-    """A markdown table of `values[k, n] / values[lax.scan, n]`, a row per N, a column per k."""
-    ratio = {(k, n): values[min(k, n), n] / values[BASE, n] for n in args.ns for k in args.ks}
+def print_table(
+    title: str, args, values: dict[tuple, float], show_base: Callable[[float], str], base: dict | None = None
+) -> None:
+    """A markdown table of `values[k, n] / values[lax.scan, n]`, a row per N, a column per k; with
+    `base`, of `values[k, n] / base[k, n]` instead (`base` holding the same keys)."""
+    if base is None:
+        ratio = {(k, n): values[min(k, n), n] / values[BASE, n] for n in args.ns for k in args.ks}
+        what, first = "runtime / lax.scan", "lax.scan"
+    else:
+        ratio = {(k, n): values[min(k, n), n] / base[min(k, n), n] for n in args.ns for k in args.ks}
+        what, first = f"layout {args.layout} / layout {args.before}", f"lax.scan ({args.layout})"
     worst, (k, n) = max((r, kn) for kn, r in ratio.items())
-    print(f"{title}: runtime / lax.scan (worst {worst:.2f}x at k={k}, N={n})\n")
-    print("| N | lax.scan | " + " | ".join(f"k={k}" for k in args.ks) + " |")
+    print(f"{title}: {what} (worst {worst:.2f}x at k={k}, N={n})\n")
+    print(f"| N | {first} | " + " | ".join(f"k={k}" for k in args.ks) + " |")
     print("| ---: | ---: |" + " ---: |" * len(args.ks))
     for n in args.ns:
         print(f"| {n} | {show_base(values[BASE, n])} | " + " | ".join(f"{ratio[k, n]:.2f}" for k in args.ks) + " |")
     print()
 
 
-def costs(compiled: dict, impls: dict, args, inputs: tuple) -> None:
-    """Temp memory and step time of the jit programs, as ratios to `lax.scan`'s."""
+def costs(compiled: dict, before: dict, impls: dict, args, inputs: tuple) -> None:
+    """Temp memory and step time of the jit programs, as ratios to `lax.scan`'s, and where
+    `before` holds the same programs built with another layout, as ratios to those too (timed
+    interleaved with them)."""
     kinds = [kind for kind in args.kinds if kind.startswith("jit")]
     progress = Progress(len(kinds) * len(args.ns))
     temp, steps = {}, {}
     for kind in kinds:
         for n in args.ns:
-            fns = {impl: compiled[kind, impl, n] for impl in impls[n]}
-            for impl, times in interleaved_times(fns, inputs, repeats=15).items():
-                steps[kind, impl, n] = statistics.median(times)
-                temp[kind, impl, n] = fns[impl].memory_analysis().temp_size_in_bytes
+            fns = {(kind, impl, n): compiled[kind, impl, n] for impl in impls[n]}
+            fns |= {("before", *cell): before[cell] for cell in fns if cell in before}
+            for cell, times in interleaved_times(fns, inputs, repeats=15).items():
+                steps[cell] = statistics.median(times)
+                temp[cell] = max(fns[cell].memory_analysis().temp_size_in_bytes, 1)  # a forward pass may need none
             progress.step(f"step time {kind} N={n}")
+    in_kind = lambda values, *prefix: {cell[-2:]: v for cell, v in values.items() if cell[:-2] == prefix}
+    tables = (("temp memory", temp, lambda b: f"{b / 1024:.0f} KiB"), ("step time", steps, lambda t: f"{t * 1e3:.2f} ms"))
     for kind in kinds:
-        in_kind = lambda values, kind=kind: {(impl, n): v for (kd, impl, n), v in values.items() if kd == kind}
-        memory = {key: max(v, 1) for key, v in in_kind(temp).items()}  # a forward pass may need none
-        print_table(f"{kind} temp memory", args, memory, lambda b: f"{b / 1024:.0f} KiB")
-        print_table(f"{kind} step time", args, in_kind(steps), lambda t: f"{t * 1e3:.2f} ms")
+        for name, values, show in tables:
+            print_table(f"{kind} {name}", args, in_kind(values, kind), show)
+            if before:
+                print_table(f"{kind} {name}", args, in_kind(values, kind), show, in_kind(values, "before", kind))
 
 
 if __name__ == "__main__":

@@ -20,11 +20,13 @@ from tests.treecheck import assert_trees_close
 
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=2e-5, atol=2e-5)}
 POLICY = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-# The layout the backend picks (rolled steps on CPU), and the straight-line one of accelerators.
+# The layout the backend picks, the straight-line one of accelerators, and the rolled ones.
 LAYOUTS = {
     "backend": None,
     "unrolled": _chunks.Layout(rolled_chunk=False, rolled_rest=False),
     "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
+    # The CPU's layout: rolled, with the chunk size fitted to the step (`_memory`).
+    "fitted": _chunks.Layout(rolled_chunk=True, rolled_rest=True, fit_chunk=True),
 }
 
 

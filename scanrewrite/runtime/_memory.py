@@ -58,15 +58,19 @@ _KEEPS_INPUT = frozenset(
     | {"erf", "erfc", "erf_inv", "lgamma", "digamma", "integer_pow", "abs"}
 )
 # ...each factor of a product, where the other factor varies too (against a constant factor the
-# product is linear), and the divisor of a quotient.
+# product is linear); a quotient keeps its divisor, and its dividend too where both vary.
 _PRODUCTS = frozenset({"mul", "dot_general", "conv_general_dilated"})
 # Calls whose body is differentiated as if inlined.
-_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "checkpoint", "remat", "remat2"})
+_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call"})
+# A checkpoint keeps its inputs (and what its policy saves, which the bound leaves out).
+_CHECKPOINTS = frozenset({"checkpoint", "remat", "remat2"})
 
 
-def _residuals(jaxpr: Any, varying: set) -> set:
+def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) -> set:
     """The varying values that differentiating `jaxpr` keeps (by the tables above), given the
-    set of its input variables that vary; `varying` grows by every value computed from them."""
+    set of its input variables that vary; `varying` grows by every value computed from them.
+    With `inline_checkpoints`, a checkpoint equation of `jaxpr` (not of the calls in it)
+    counts as the equations inside it."""
     kept = set()
     for eqn in jaxpr.eqns:
         ins = [v for v in eqn.invars if not hasattr(v, "val")]  # a literal has a value
@@ -82,8 +86,10 @@ def _residuals(jaxpr: Any, varying: set) -> set:
         elif name in _PRODUCTS and len(moving) == len(ins) == 2:
             kept.update(moving)
         elif name == "div" and len(ins) == 2 and ins[1] in varying:
-            kept.add(ins[1])
-        elif name in _CALLS:
+            kept.update(moving)
+        elif name in _CHECKPOINTS and not inline_checkpoints:
+            kept.update(moving)
+        elif name in _CALLS or name in _CHECKPOINTS:
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
             inner = getattr(inner, "jaxpr", inner)
             if inner is not None and len(inner.invars) == len(eqn.invars):
@@ -98,7 +104,9 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
         return None
     jaxpr = body.jaxpr.jaxpr
     carry = jaxpr.invars[: len(jax.tree_util.tree_leaves(body.init))]
-    residuals = _residuals(jaxpr, set(jaxpr.invars)) - set(jaxpr.invars[len(carry) :])
+    # A per-step checkpoint taken over (`Body.checkpoint`) is replayed without it: count inside.
+    inline = body.checkpoint is not None
+    residuals = _residuals(jaxpr, set(jaxpr.invars), inline_checkpoints=inline) - set(jaxpr.invars[len(carry) :])
     return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
 
 
@@ -107,17 +115,20 @@ def _one_level(levels: Any, chunks: int) -> bool:
 
 
 def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any) -> int:
-    """The chunk size to build for a requested `k` (1 < k < n), with rolled chunks checkpointed
-    as a whole at one level: 1 where `kept` says it keeps no more than k, else the divisor of
-    `n` below k that keeps least, if it keeps no more than k, else `k`."""
+    """The chunk size to build for a requested `k` (1 < k < n) of rolled chunks checkpointed as
+    a whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr."""
+    sizes = step_bytes(body)
+    return k if sizes is None else fit(n, k, levels, sizes)
+
+
+def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> int:
+    """1 where `kept` says it keeps no more than k; else the divisor of `n` below k that keeps
+    least, where that is no more than k; else `k`. Only sizes at one level of chunks are
+    compared (`levels` that nest keep `k`)."""
     if not _one_level(levels, n // k):
         return k
-    sizes = step_bytes(body)
-    if sizes is None:
-        return k
     budget = kept(n, k, sizes)
-    candidates = [d for d in range(1, k) if n % d == 0 and _one_level(levels, n // d)]
-    fits = [d for d in candidates if kept(n, d, sizes) <= budget]
-    if 1 in fits:
+    fits = [d for d in range(1, k) if n % d == 0 and _one_level(levels, n // d) and kept(n, d, sizes) <= budget]
+    if 1 in fits:  # `jax.lax.scan(jax.checkpoint(f))`, which compiles fastest
         return 1
     return min(fits, key=lambda d: (kept(n, d, sizes), -d), default=k)
