@@ -54,12 +54,13 @@ def test_step_bytes_counts_the_residuals_that_vary(step, residuals):
 
 
 def test_a_per_step_checkpoint_taken_over_counts_what_is_inside_it():
-    """Taken over, the steps of a chunk replay the two `tanh`s inside the checkpoint, and keep
-    both their outputs; left on, the checkpoint keeps only its input."""
-    step = jax.checkpoint(lambda h, x: (tanh_tanh(h + x), h))
+    """Taken over, the steps of a chunk replay what is inside the checkpoint, and keep its
+    residuals; left on, the checkpoint keeps only its inputs."""
+    step = jax.checkpoint(lambda h, x: (tanh_tanh(h * x), h))
     absorbed = _trace.body(step, jnp.ones(4), jnp.ones((3, 4)), absorb=True)
     assert absorbed.checkpoint is True
-    assert _memory.step_bytes(absorbed) == _memory.StepBytes(4 * F32, 2 * 4 * F32)
+    # The product keeps the carry and the slice, which the loop holds already: h and two tanh.
+    assert _memory.step_bytes(absorbed) == _memory.StepBytes(4 * F32, 3 * 4 * F32)
     kept = _trace.body(step, jnp.ones(4), jnp.ones((3, 4)))
     assert _memory.step_bytes(kept) == _memory.StepBytes(4 * F32, 4 * F32)
 

@@ -113,8 +113,10 @@ def test_parse_policies_and_ks():
         parse_ks([0])
 
 
-def option(k: int | None, times: tuple[float, ...], temp: int | None, error: str | None = None, differs=False) -> Option:
-    return Option(Candidate(k), None if error else Timing(times), temp, error, differs)
+def option(
+    k: int | None, times: tuple[float, ...], temp: int | None, error: str | None = None, differs=False, written=False
+) -> Option:
+    return Option(Candidate(k), None if error else Timing(times), temp, error, differs, written)
 
 
 @pytest.mark.parametrize(
@@ -131,6 +133,15 @@ def option(k: int | None, times: tuple[float, ...], temp: int | None, error: str
         pytest.param(
             [option(1, (2.0, 2.0, 2.0), 10), option(2, (1.0, 1.0, 1.0), 20)], None, 2, "fastest",
             id="no-noise-no-tie",
+        ),
+        pytest.param(
+            # On the CPU, k = 2, 4 and 6 can build one program (the fitted chunk size).
+            [option(6, (1.0, 1.1, 1.2, 1.3), 10), option(4, (1.05, 1.1, 1.2, 1.3), 10, written=True)], None, 4,
+            "as written: as fast as k=6 within noise, at the same memory", id="tie-keeps-the-written-setting",
+        ),
+        pytest.param(
+            [option(6, (1.0, 1.1, 1.2, 1.3), 10), option(4, (1.05, 1.1, 1.2, 1.3), 20, written=True)], None, 6,
+            "fastest", id="tie-with-more-memory-changes-the-written-setting",
         ),
         pytest.param([option(1, (1.0,), 30), option(2, (2.0,), 20)], 5, 2, OVER_BUDGET, id="nothing-fits"),
         pytest.param(

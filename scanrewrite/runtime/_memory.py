@@ -93,7 +93,9 @@ def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) ->
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
             inner = getattr(inner, "jaxpr", inner)
             if inner is not None and len(inner.invars) == len(eqn.invars):
-                kept |= _residuals(inner, {i for i, v in zip(inner.invars, eqn.invars) if v in moving})
+                outer = dict(zip(inner.invars, eqn.invars))  # an input kept inside is this one
+                inside = _residuals(inner, {i for i, v in outer.items() if v in moving})
+                kept.update(outer.get(v, v) for v in inside)
     return kept
 
 

@@ -206,6 +206,8 @@ class Option:
     error: str | None = None
     #: Whether its numbers differ from the original's: it is never picked.
     differs: bool = False
+    #: Whether it is the setting the call has now: it wins a tie of speed and memory.
+    written: bool = False
 
 
 #: The reason given when no candidate fits the memory budget.
@@ -219,8 +221,9 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     step time) of those whose temp memory fits `limit`; then, among those within the measured
     noise of it (the larger of the two spreads): the original scan if it is one of them (the
     rewrite keeps only what helps: speed, or the memory the budget needs), else the one with
-    the least temp memory (ties: the faster). If none fits the budget, the one with the least
-    memory, said so in the reason. None if no candidate ran and agreed.
+    the least temp memory (ties: the written setting, which needs no change, then the faster).
+    If none fits the budget, the one with the least memory, said so in the reason. None if no
+    candidate ran and agreed.
     """
     ran = [option for option in options if option.error is None and option.timing is not None and not option.differs]
     if not ran:
@@ -241,7 +244,9 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
             return original, " ".join(filter(None, ["fastest", within]))
         return original, f"as fast as {fastest.candidate} within noise: the rewrite does not help here"
     memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
-    best = min(ties, key=lambda o: (memory(o), o.timing.median))
+    best = min(ties, key=lambda o: (memory(o), not o.written, o.timing.median))
     if best is fastest:
         return best, " ".join(filter(None, ["fastest", within]))
+    if best.written and memory(best) == memory(fastest):
+        return best, f"as written: as fast as {fastest.candidate} within noise, at the same memory"
     return best, f"less memory than {fastest.candidate} at the same speed within noise"

@@ -229,7 +229,8 @@ def tune(
                 timing = None
             label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
             row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
-            if _written(candidate, settings):
+            written = _written(candidate, settings)
+            if written:
                 row.label += " (written)"
             if row.differs:
                 row.note = "differs"
@@ -237,7 +238,7 @@ def tune(
             elif error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
                 row.note = "over budget"
             rows.append(row)
-            options.append(Option(candidate, timing, result.temp_bytes, error, differs=row.differs))
+            options.append(Option(candidate, timing, result.temp_bytes, error, differs=row.differs, written=written))
         chosen, reason = choose(options, limit)
         if chosen is not None:
             picks[site] = chosen.candidate
