@@ -163,7 +163,10 @@ def costs(compiled: dict, before: dict, impls: dict, args, inputs: tuple) -> Non
                 temp[cell] = max(fns[cell].memory_analysis().temp_size_in_bytes, 1)  # a forward pass may need none
             progress.step(f"step time {kind} N={n}")
     in_kind = lambda values, *prefix: {cell[-2:]: v for cell, v in values.items() if cell[:-2] == prefix}
-    tables = (("temp memory", temp, lambda b: f"{b / 1024:.0f} KiB"), ("step time", steps, lambda t: f"{t * 1e3:.2f} ms"))
+    tables = (
+        ("temp memory", temp, lambda b: f"{b / 1024:.0f} KiB"),
+        ("step time", steps, lambda t: f"{t * 1e3:.2f} ms"),
+    )
     for kind in kinds:
         for name, values, show in tables:
             print_table(f"{kind} {name}", args, in_kind(values, kind), show)

@@ -114,9 +114,15 @@ def test_parse_policies_and_ks():
 
 
 def option(
-    k: int | None, times: tuple[float, ...], temp: int | None, error: str | None = None, differs=False, written=False
+    k: int | None,
+    times: tuple[float, ...],
+    temp: int | None,
+    error: str | None = None,
+    differs=False,
+    written=False,
+    program=None,
 ) -> Option:
-    return Option(Candidate(k), None if error else Timing(times), temp, error, differs, written)
+    return Option(Candidate(k), None if error else Timing(times), temp, error, differs, written, program)
 
 
 @pytest.mark.parametrize(
@@ -142,6 +148,14 @@ def option(
         pytest.param(
             [option(6, (1.0, 1.1, 1.2, 1.3), 10), option(4, (1.05, 1.1, 1.2, 1.3), 20, written=True)], None, 6,
             "fastest", id="tie-with-more-memory-changes-the-written-setting",
+        ),
+        pytest.param(
+            [option(2, (1.0, 1.0), 10, program="p"), option(4, (1.2, 1.2), 10, written=True, program="p")], None, 4,
+            "as written: the same program as k=2", id="same-program-keeps-the-written-setting",
+        ),
+        pytest.param(
+            [option(2, (1.0, 1.0), 10, program="p"), option(4, (1.2, 1.2), 10, written=True, program="q")], None, 2,
+            "fastest", id="another-program-is-picked",
         ),
         pytest.param([option(1, (1.0,), 30), option(2, (2.0,), 20)], 5, 2, OVER_BUDGET, id="nothing-fits"),
         pytest.param(

@@ -41,7 +41,8 @@ def layout() -> Layout:
     k straight-line steps whose LAPACK calls (a solve, a Cholesky) do not depend on each other
     are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool
     (docs/limits.md). Rolled, the chunk size only trades carries for residuals, so it is
-    fitted to the step (`fit_chunk`). Accelerators get the straight-line chunk that unrolling is for.
+    fitted to the step (`fit_chunk`). Accelerators get the straight-line chunk that unrolling
+    is for.
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT

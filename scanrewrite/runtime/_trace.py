@@ -78,7 +78,8 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
                 return Body(f, init)
             inner = _per_step_checkpoint(closed) if absorb else None
             if inner is not None:
-                return Body(_replay_inner(closed, inner, out_tree), init, inner.params["policy"] or True, closed)
+                policy = inner.params["policy"] or True
+                return Body(_replay_inner(closed, inner, out_tree), init, policy, closed)
             return Body(_replay(closed, out_tree), init, None, closed)
     jax.lax.scan(f, init, xs)  # raises jax's own error for what `f` returned
     raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")

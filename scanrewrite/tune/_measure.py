@@ -10,6 +10,7 @@ its outputs, which are compared with the original's (`_verify`): the check costs
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ def applied(config: Config | str) -> Iterator[None]:
         yield
 
 
+def _digest(executable: Any) -> str | None:
+    """A digest of the optimized HLO text, or None where the backend gives none."""
+    try:
+        return hashlib.sha256(executable.as_text().encode()).hexdigest()
+    except Exception:  # noqa: BLE001 - a digest only merges equal programs; without one none are
+        return None
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
@@ -70,6 +79,8 @@ class Compiled:
     error: str | None = None
     #: Its outputs against the original's, once it has run (`Program.time`).
     comparison: Comparison | None = None
+    #: A digest of the optimized program: equal for configurations that build the same one.
+    program: str | None = None
 
 
 class Program:
@@ -156,7 +167,7 @@ class Program:
                 compile_s = time.perf_counter() - start
             analysis = executable.memory_analysis()
             temp = None if analysis is None else int(analysis.temp_size_in_bytes)
-            result = Compiled(executable, compile_s, temp)
+            result = Compiled(executable, compile_s, temp, program=_digest(executable))
         except Exception as exc:  # a candidate that fails is reported in its row; others go on
             result = Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
         if known is not None:  # compiled again after `forget`: the first numbers stand

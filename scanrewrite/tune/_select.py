@@ -208,6 +208,8 @@ class Option:
     differs: bool = False
     #: Whether it is the setting the call has now: it wins a tie of speed and memory.
     written: bool = False
+    #: A digest of its optimized program (`Compiled.program`), if known.
+    program: str | None = None
 
 
 #: The reason given when no candidate fits the memory budget.
@@ -222,6 +224,7 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     noise of it (the larger of the two spreads): the original scan if it is one of them (the
     rewrite keeps only what helps: speed, or the memory the budget needs), else the one with
     the least temp memory (ties: the written setting, which needs no change, then the faster).
+    The written setting also stands wherever it compiles to the same program as the pick.
     If none fits the budget, the one with the least memory, said so in the reason. None if no
     candidate ran and agreed.
     """
@@ -245,6 +248,9 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
         return original, f"as fast as {fastest.candidate} within noise: the rewrite does not help here"
     memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
     best = min(ties, key=lambda o: (memory(o), not o.written, o.timing.median))
+    written = next((o for o in fits if o.written), None)
+    if written not in (None, best) and written.program is not None and written.program == best.program:
+        return written, f"as written: the same program as {best.candidate}"
     if best is fastest:
         return best, " ".join(filter(None, ["fastest", within]))
     if best.written and memory(best) == memory(fastest):

@@ -238,7 +238,11 @@ def tune(
             elif error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
                 row.note = "over budget"
             rows.append(row)
-            options.append(Option(candidate, timing, result.temp_bytes, error, differs=row.differs, written=written))
+            options.append(
+                Option(
+                    candidate, timing, result.temp_bytes, error, differs=row.differs, written=written, program=result.program
+                )
+            )
         chosen, reason = choose(options, limit)
         if chosen is not None:
             picks[site] = chosen.candidate
