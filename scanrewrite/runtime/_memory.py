@@ -62,8 +62,6 @@ _KEEPS_INPUT = frozenset(
 _PRODUCTS = frozenset({"mul", "dot_general", "conv_general_dilated"})
 # Calls whose body is differentiated as if inlined.
 _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call"})
-# A checkpoint keeps its inputs (and what its policy saves, which the bound leaves out).
-_CHECKPOINTS = frozenset({"checkpoint", "remat", "remat2"})
 
 
 def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) -> set:
@@ -87,9 +85,9 @@ def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) ->
             kept.update(moving)
         elif name == "div" and len(ins) == 2 and ins[1] in varying:
             kept.update(moving)
-        elif name in _CHECKPOINTS and not inline_checkpoints:
-            kept.update(moving)
-        elif name in _CALLS or name in _CHECKPOINTS:
+        elif name in _trace.CHECKPOINT_PRIMITIVES and not inline_checkpoints:
+            kept.update(moving)  # and what its policy saves, which the bound leaves out
+        elif name in _CALLS or name in _trace.CHECKPOINT_PRIMITIVES:
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
             inner = getattr(inner, "jaxpr", inner)
             if inner is not None and len(inner.invars) == len(eqn.invars):

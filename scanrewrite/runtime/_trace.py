@@ -43,7 +43,7 @@ class Body(NamedTuple):
 
 
 #: The checkpoint primitive's names across the supported jax versions.
-_CHECKPOINT_PRIMITIVES = frozenset({"checkpoint", "remat", "remat2"})
+CHECKPOINT_PRIMITIVES = frozenset({"checkpoint", "remat", "remat2"})
 
 
 def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
@@ -134,7 +134,7 @@ def _per_step_checkpoint(closed: Any) -> Any:
     """The checkpoint equation that is all of the traced step, or None where the step is more
     (or is a checkpoint already differentiated, which has no plain replay)."""
     eqns = closed.jaxpr.eqns
-    if len(eqns) != 1 or eqns[0].primitive.name not in _CHECKPOINT_PRIMITIVES:
+    if len(eqns) != 1 or eqns[0].primitive.name not in CHECKPOINT_PRIMITIVES:
         return None
     eqn = eqns[0]
     if eqn.params.get("differentiated") or list(eqn.outvars) != list(closed.jaxpr.outvars):
