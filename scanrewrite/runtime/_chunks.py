@@ -103,6 +103,10 @@ def chunked(
     chunk = _steps(body.step, k, reverse, steps_layout.rolled_chunk)
     if chunks == 1 and rest == 0 and lone_wrapper is not None:
         return lone_wrapper(chunk)(body.init, xs)
+    if k == 1:
+        # The step itself, as `jax.lax.scan(jax.checkpoint(f))` has it: a chunk's axis of one
+        # around every x and y made XLA keep a copy of the xs' cotangent.
+        return outer(chunk_wrapper(body.step), body.init, xs, n)
     wrapped = chunk_wrapper(chunk)
     if steps_layout.rolled_rest:
         # One loop whose steps are checkpointed each: XLA compiles one differentiated step for
