@@ -13,13 +13,18 @@ loop of their own. `jax.lax.scan(jax.checkpoint(f))` (d = 1) compiles faster tha
 and a d that divides N has no leftover loop. So where the model says d keeps no more than the
 requested k, the runtime builds d instead: the same numbers, no more memory, less to compile.
 
-The residual bytes are a lower bound, read off the step's jaxpr without tracing it again: for
-each equation whose derivative needs a value of the step (`tanh` its output, `log` its input, a
-product each factor, where the other factor varies too), that value, counted once, if it varies
-from step to step (it depends on the carry, or on `xs` other than through a slice that the loop
-already holds). A value computed from closed-over values only is kept once by a loop, and an
-equation the table does not know (a `custom_jvp`, a nested loop) counts as nothing.
-Differentiating the closed-over values as well only adds residuals. Since kept(d) - kept(k)
+The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
+equation whose derivative needs a value of the step keeps it (the tables below: `log` its
+input, `exp` its output, `tanh` a value of its own, a product each factor where the other has
+a tangent), counted once, if it varies from step to step (it depends on the carry, or on `xs`
+other than through a slice that the loop already holds) and its tangent reaches the step's
+outputs (`stop_gradient` cuts it off). The carry and the slices are taken to have a tangent (so
+a product with a slice of data that has none counts a factor that jax does not keep); a
+closed-over value has one where it is seen to be differentiated (`_differentiated`), as the
+parameters of `jax.grad(loss)(params, h)` are: then `params @ h` keeps every step's h. A value
+computed from closed-over values only is kept once by a loop, and an equation the tables do not
+know (a `custom_jvp`, a nested loop) counts as nothing. The tests check the bound against what
+`jax.vjp` of the step keeps, on every jax release the matrix runs. Since kept(d) - kept(k)
 falls as the residuals grow when d < k, a d < k that the lower bound admits keeps no more than k
 for the true residuals too, which is why only d < k are candidates.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from scanrewrite.runtime import _levels, _trace
 
@@ -50,40 +56,82 @@ def _nbytes(aval: Any) -> int:
     return aval.size * getattr(aval.dtype, "itemsize", 0)
 
 
-# What differentiating an equation keeps, by primitive: its output (d tanh(x) = 1 - tanh(x)^2)...
-_KEEPS_OUTPUT = frozenset({"exp", "exp2", "expm1", "tanh", "logistic", "sqrt", "rsqrt", "cbrt", "max", "min"})
+# What differentiating an equation keeps, by primitive: a value that jax's derivative rule
+# computes from the primal in the forward pass, the size of the output, kept by nothing else
+# (d tanh(x) = 1 - tanh(x)^2, d x^3 = 3 x^2)...
+_KEEPS_NEW = frozenset({"tanh", "logistic", "sqrt", "rsqrt", "integer_pow", "sin", "cos"})
+# ...its output (d exp(x) = exp(x))...
+_KEEPS_OUTPUT = frozenset({"exp", "exp2", "expm1", "cbrt", "max", "min"})
 # ...its input (d log(x) = 1 / x)...
 _KEEPS_INPUT = frozenset(
-    {"log", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}
-    | {"erf", "erfc", "erf_inv", "lgamma", "digamma", "integer_pow", "abs"}
+    {"log", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}
+    | {"erf", "erfc", "erf_inv", "lgamma", "digamma", "abs"}
 )
-# ...each factor of a product, where the other factor varies too (against a constant factor the
-# product is linear); a quotient keeps its divisor, and its dividend too where both vary.
+# ...and each factor of a product where the other factor has a tangent (d(ab) = da b + a db).
 _PRODUCTS = frozenset({"mul", "dot_general", "conv_general_dilated"})
 # Calls whose body is differentiated as if inlined.
 _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call"})
 
 
-def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) -> set:
-    """The varying values that differentiating `jaxpr` keeps (by the tables above), given the
-    set of its input variables that vary; `varying` grows by every value computed from them.
-    With `inline_checkpoints`, a checkpoint equation of `jaxpr` (not of the calls in it)
-    counts as the equations inside it."""
-    kept = set()
+class _New(NamedTuple):
+    """The value that differentiating the equation with output `var` computes and keeps."""
+
+    var: Any
+
+    @property
+    def aval(self) -> Any:
+        return self.var.aval
+
+
+def _inexact(var: Any) -> bool:
+    return jnp.issubdtype(var.aval.dtype, jnp.inexact)
+
+
+def _live(jaxpr: Any, outputs: list) -> set:
+    """The variables of `jaxpr` whose tangent reaches one of `outputs` (those not
+    `stop_gradient` cuts off): only their derivatives are computed, so only they keep values."""
+    live = {v for v in outputs if not hasattr(v, "val")}
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.primitive.name != "stop_gradient" and any(v in live for v in eqn.outvars):
+            live.update(v for v in eqn.invars if not hasattr(v, "val"))
+    return live
+
+
+def _residuals(
+    jaxpr: Any, varying: set, tangent: set, outputs: list | None = None, *, inline_checkpoints: bool = False
+) -> set:
+    """The values that vary from step to step and that differentiating `jaxpr` keeps (by the
+    tables above), given the sets of its input variables that vary and that have a tangent
+    (both grow by the values computed from them; `stop_gradient` and integer values have no
+    tangent), and the outputs whose tangent is used (all where None). With
+    `inline_checkpoints`, a checkpoint equation of `jaxpr` (not of the calls in it) counts as
+    the equations inside it."""
+    live = _live(jaxpr, jaxpr.outvars if outputs is None else outputs)
+    kept: set = set()
     for eqn in jaxpr.eqns:
         ins = [v for v in eqn.invars if not hasattr(v, "val")]  # a literal has a value
-        moving = [v for v in ins if v in varying]
-        if not moving:
-            continue
-        varying.update(eqn.outvars)
+        if any(v in varying for v in ins):
+            varying.update(eqn.outvars)
         name = eqn.primitive.name
-        if name in _KEEPS_OUTPUT:
+        if name == "stop_gradient" or not any(v in tangent for v in ins):
+            continue
+        tangent.update(v for v in eqn.outvars if _inexact(v))
+        if not any(v in live for v in eqn.outvars):
+            continue
+        args = [None if hasattr(v, "val") else v for v in eqn.invars]
+        moving = [v for v in ins if v in varying and v in tangent]
+        if name in _PRODUCTS and len(args) == 2:
+            kept.update(a for a, b in (args, args[::-1]) if a in varying and b in tangent)
+        elif name == "div":
+            # d(a / b) = da / b - a db / b^2: b is kept, and a where b has a tangent.
+            kept.update(v for v in args if v in varying and (v is args[1] or args[1] in tangent))
+        elif not moving:
+            continue
+        elif name in _KEEPS_NEW:
+            kept.update(map(_New, eqn.outvars))
+        elif name in _KEEPS_OUTPUT:
             kept.update(eqn.outvars)
         elif name in _KEEPS_INPUT:
-            kept.update(moving)
-        elif name in _PRODUCTS and len(moving) == len(ins) == 2:
-            kept.update(moving)
-        elif name == "div" and len(ins) == 2 and ins[1] in varying:
             kept.update(moving)
         elif name in _trace.CHECKPOINT_PRIMITIVES and not inline_checkpoints:
             kept.update(moving)  # and what its policy saves, which the bound leaves out
@@ -92,9 +140,25 @@ def _residuals(jaxpr: Any, varying: set, *, inline_checkpoints: bool = False) ->
             inner = getattr(inner, "jaxpr", inner)
             if inner is not None and len(inner.invars) == len(eqn.invars):
                 outer = dict(zip(inner.invars, eqn.invars))  # an input kept inside is this one
-                inside = _residuals(inner, {i for i, v in outer.items() if v in moving})
+                inside = _residuals(
+                    inner,
+                    {i for i, v in outer.items() if v in varying},
+                    {i for i, v in outer.items() if v in tangent},
+                    [i for i, o in zip(inner.outvars, eqn.outvars) if o in live],
+                )
                 kept.update(outer.get(v, v) for v in inside)
     return kept
+
+
+def _differentiated(value: Any) -> bool:
+    """Whether `value`, closed over by the step, is differentiated by a transformation around
+    the scan (it is, or wraps, a tracer of `jax.grad`, `jax.vjp` or `jax.jvp` with a tangent).
+    False where that cannot be seen: inside a `jax.jit` that is differentiated from outside."""
+    while isinstance(value, jax.core.Tracer):
+        if hasattr(value, "tangent"):  # jvp's and linearize's tracers
+            return not isinstance(value.tangent, jax.interpreters.ad.Zero)
+        value = getattr(value, "val", None)  # vmap's tracer, around one of those
+    return False
 
 
 def step_bytes(body: _trace.Body) -> StepBytes | None:
@@ -104,9 +168,13 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
         return None
     jaxpr = body.jaxpr.jaxpr
     carry = jaxpr.invars[: len(jax.tree_util.tree_leaves(body.init))]
+    # Every carry and slice is taken to have a tangent; a closed-over value, where it is seen to.
+    tangent = {v for v in jaxpr.invars if _inexact(v)}
+    tangent.update(v for v, c in zip(jaxpr.constvars, body.jaxpr.consts) if _differentiated(c))
     # A per-step checkpoint taken over (`Body.checkpoint`) is replayed without it: count inside.
     inline = body.checkpoint is not None
-    residuals = _residuals(jaxpr, set(jaxpr.invars), inline_checkpoints=inline) - set(jaxpr.invars[len(carry) :])
+    residuals = _residuals(jaxpr, set(jaxpr.invars), tangent, inline_checkpoints=inline)
+    residuals -= set(jaxpr.invars[len(carry) :])
     return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
 
 
