@@ -24,6 +24,12 @@ ratios to `lax.scan`.
     python benchmarks/compile_time.py --ns 8 --ks 3 --kinds jit-grad --repeats 7
     python benchmarks/compile_time.py --layout straight --costs
     python benchmarks/compile_time.py --layout rolled --costs   # the CPU's chunks, of k steps exactly
+    python benchmarks/compile_time.py --layout straight --unrolled-base   # also against lax.scan(unroll=k)
+
+`--unrolled-base` also measures `jax.lax.scan(..., unroll=k)`, jax's own way to unroll k steps,
+and prints the runtime's seconds as ratios to it: on the straight-line layout (accelerators)
+the runtime compiles k copies of the step, which is the unrolling asked for, not a cost of the
+rewrite.
 """
 
 from __future__ import annotations
@@ -45,10 +51,13 @@ KINDS = ("jit-forward", "jit-grad", "eager-forward", "eager-grad")
 BASE = "lax.scan"
 
 
-def loop_of(impl: str | int, n: int) -> Callable:
-    """`(step, h) -> final h` for `lax.scan` or the runtime with k = `impl`."""
+def loop_of(impl: str | int | tuple, n: int) -> Callable:
+    """`(step, h) -> final h` for `lax.scan`, `lax.scan(unroll=k)` (`impl` = `(BASE, k)`), or
+    the runtime with k = `impl`."""
     if impl == BASE:
         return lambda step, h: jax.lax.scan(step, h, length=n)[0]
+    if isinstance(impl, tuple):
+        return lambda step, h: jax.lax.scan(step, h, length=n, unroll=impl[1])[0]
     return lambda step, h: scanrewrite.runtime.scan(step, h, length=n, unroll=impl)[0]
 
 
@@ -87,6 +96,7 @@ def main(argv=None) -> int:
     parser.add_argument("--layout", choices=LAYOUTS, default="backend")
     parser.add_argument("--costs", action="store_true", help="also temp memory and step time (jit)")
     parser.add_argument("--before", choices=LAYOUTS, help="with --costs: also as ratios to this layout's programs")
+    parser.add_argument("--unrolled-base", action="store_true", help="also as ratios to lax.scan(unroll=k)")
     parser.add_argument("--width", type=int, default=16)
     args = parser.parse_args(argv)
     if args.quick:
@@ -94,6 +104,8 @@ def main(argv=None) -> int:
     key = jax.random.PRNGKey(0)
     inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (2, 8, args.width)))
     impls = {n: [BASE, *sorted({min(k, n) for k in args.ks})] for n in args.ns}
+    if args.unrolled_base:
+        impls = {n: [*ks, *((BASE, k) for k in ks[1:] if k > 1)] for n, ks in impls.items()}
     cells = [(kind, impl, n) for n in args.ns for kind in args.kinds for impl in impls[n]]
     layout = pin_layout(args.layout)
     print(
@@ -117,6 +129,10 @@ def main(argv=None) -> int:
         for kind in args.kinds:
             median = {(impl, n): statistics.median(s[index] for s in seconds[kind, impl, n]) for _, impl, n in cells}
             print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s")
+            if args.unrolled_base:
+                unrolled = {(k, n): median[(BASE, k) if k > 1 else BASE, n] for (k, n) in median if isinstance(k, int)}
+                what = "runtime / lax.scan(unroll=k)"
+                print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s", unrolled, what)
     if args.costs:
         before = {}
         if args.before:
@@ -128,16 +144,22 @@ def main(argv=None) -> int:
 
 
 def print_table(
-    title: str, args, values: dict[tuple, float], show_base: Callable[[float], str], base: dict | None = None
+    title: str,
+    args,
+    values: dict[tuple, float],
+    show_base: Callable[[float], str],
+    base: dict | None = None,
+    what: str | None = None,
 ) -> None:
     """A markdown table of `values[k, n] / values[lax.scan, n]`, a row per N, a column per k; with
-    `base`, of `values[k, n] / base[k, n]` instead (`base` holding the same keys)."""
+    `base`, of `values[k, n] / base[k, n]` instead (`base` holding the same keys), said to be
+    `what` (by default, the ratio of this layout to the one before)."""
     if base is None:
         ratio = {(k, n): values[min(k, n), n] / values[BASE, n] for n in args.ns for k in args.ks}
         what, first = "runtime / lax.scan", "lax.scan"
     else:
         ratio = {(k, n): values[min(k, n), n] / base[min(k, n), n] for n in args.ns for k in args.ks}
-        what, first = f"layout {args.layout} / layout {args.before}", f"lax.scan ({args.layout})"
+        what, first = what or f"layout {args.layout} / layout {args.before}", f"lax.scan ({args.layout})"
     worst, (k, n) = max((r, kn) for kn, r in ratio.items())
     print(f"{title}: {what} (worst {worst:.2f}x at k={k}, N={n})\n")
     print(f"| N | {first} | " + " | ".join(f"k={k}" for k in args.ks) + " |")

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from scanrewrite.runtime import _memory, _trace, scan
+from scanrewrite.runtime import _memory, _staging, _trace, scan
 from scanrewrite.runtime._compat import enable_x64
 from tests.test_runtime import TOL, pinned_layout
 from tests.test_runtime_levels import scan_lengths
@@ -51,6 +51,9 @@ ckpt_tanh_tanh = jax.checkpoint(tanh_tanh)
             id="what-stop-gradient-cuts-off-keeps-nothing",
         ),
         pytest.param(lambda h, x: (jax.jit(jnp.tanh)(h), h), 4 * F32, id="inside-a-jit"),
+        pytest.param(
+            lambda h, x: (jax.jit(lambda a, c: jnp.tanh(a * c))(h, 2.0), h), 4 * F32, id="a-literal-into-a-jit"
+        ),
         pytest.param(lambda h, x: (h + ckpt_tanh_tanh(h), h), 4 * F32, id="a-checkpoint-keeps-its-inputs"),
         pytest.param(lambda h, x: (jax.nn.relu(h), h), 0, id="custom-jvp-counts-nothing"),
     ],
@@ -194,6 +197,8 @@ def test_a_step_without_a_jaxpr_keeps_k():
         (64, 3, 1, 1, 25, 1),
         (64, 2, 1, 1, 31, 2),  # kept(1) = 95 > kept(2) = 94
         (64, 2, 1, 1, 32, 1),  # a tie builds 1
+        (7, 7, 1, 1, 10, 1),  # one chunk of all 7 steps (no loop) keeps 7 steps' residuals
+        (7, 7, 1, 10, 1, 7),  # ... which is less where the carry dominates
         (1024, 4, 2, 1, 1000, 4),  # nested levels are left as they are
         (1024, 4, "auto", 1, 1000, 4),  # ... also where "auto" would nest one step per chunk
         (64, 4, "auto", 1, 1000, 1),  # ... and fitted where "auto" keeps one level
@@ -231,6 +236,7 @@ CASES = [
     pytest.param(mlp_step, 8, 3, 1, id="mlp-8-3-builds-1"),
     # With the parameters differentiated too, the products keep twice as much: it builds 1.
     pytest.param(mlp_step, 64, 4, 2, id="mlp-64-4-builds-2"),
+    pytest.param(mlp_step, 8, 8, 1, id="mlp-8-8-builds-1"),
     pytest.param(wide_step, 13, 4, 4, id="wide-13-4-keeps-4"),
     pytest.param(wide_step, 12, 5, 4, id="wide-12-5-builds-4"),
     pytest.param(wide_step, 8, 3, 2, id="wide-8-3-builds-2"),
@@ -273,6 +279,22 @@ def test_where_the_parameters_are_differentiated_the_fit_counts_their_products()
         with pinned_layout("fitted"):
             built[argnums] = scan_lengths(jax.make_jaxpr(grad)(*args).jaxpr)[0]
     assert built == {0: 64, 1: 32}
+
+
+def test_a_scan_called_on_arrays_builds_one_step_per_chunk():
+    """Called on arrays, with a step that closes over no tracer, nothing can differentiate the
+    scan: it keeps nothing, and builds what compiles as `jax.lax.scan`, whatever k and the step.
+    Under `jax.grad` the same call is fitted (here: k, as the carry dominates)."""
+    params, h, xs = make_case(wide_step, 13)
+    step = wide_step(params)
+    with pinned_layout("fitted"):
+        actual = scan(step, h, xs, unroll=4)
+        (staged,) = _staging._cache[step].values()
+        assert scan_lengths(jax.make_jaxpr(staged)(h, xs).jaxpr) == [13]
+        in_grad = jax.make_jaxpr(jax.grad(lambda h: scan(step, h, xs, unroll=4)[0].sum()))(h)
+    assert scan_lengths(in_grad.jaxpr)[0] == 3
+    expected = jax.lax.scan(step, h, xs)
+    assert assert_trees_close(actual, expected, **TOL["float32"]) == 2
 
 
 # With respect to the parameters too, every loop around the step adds an accumulator of their

@@ -58,6 +58,8 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     if n == 0:
         return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
     layout = _chunks.layout()
+    # Called on arrays, not on the tracers of a transformation: see `_memory.rolled_chunk_size`.
+    constant_inputs = not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((init, xs)))
 
     def build(get_f):
         def run(init, xs):
@@ -82,10 +84,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
             k = chunk_size(unroll, n)
-            if layout.fit_chunk and chunk_checkpoint is True and 1 < k < n:
+            if layout.fit_chunk and chunk_checkpoint is True and 1 < k:
                 # Rolled, k only trades carries for residuals: build the chunk size that keeps
                 # no more and compiles faster (`_memory`).
-                k = _memory.rolled_chunk_size(body, n, k, levels)
+                k = _memory.rolled_chunk_size(body, n, k, levels, constant_inputs=constant_inputs)
             return _chunks.chunked(
                 body,
                 xs,
@@ -102,7 +104,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
 
         return run
 
-    key = ("scan", length, reverse, _split_transpose, layout, *_settings_key(settings))
+    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, *_settings_key(settings))
     return _staging.staged(f, key, build)(init, xs)
 
 

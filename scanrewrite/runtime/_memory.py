@@ -139,7 +139,8 @@ def _residuals(
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
             inner = getattr(inner, "jaxpr", inner)
             if inner is not None and len(inner.invars) == len(eqn.invars):
-                outer = dict(zip(inner.invars, eqn.invars))  # an input kept inside is this one
+                # An input kept inside is this one (a literal neither varies nor has a tangent).
+                outer = {i: v for i, v in zip(inner.invars, eqn.invars) if not hasattr(v, "val")}
                 inside = _residuals(
                     inner,
                     {i for i, v in outer.items() if v in varying},
@@ -182,17 +183,24 @@ def _one_level(levels: Any, chunks: int) -> bool:
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
 
 
-def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any) -> int:
-    """The chunk size to build for a requested `k` (1 < k < n) of rolled chunks checkpointed as
-    a whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr."""
-    sizes = step_bytes(body)
-    return k if sizes is None else fit(n, k, levels, sizes)
+def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any, *, constant_inputs: bool = False) -> int:
+    """The chunk size to build for a requested `k` (1 < k <= n) of rolled chunks checkpointed
+    as a whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr.
+
+    With `constant_inputs` (the scan was called on arrays, not on tracers) and a step that
+    closes over no tracer either, no transformation around the scan can differentiate it, so
+    nothing is kept: 1, which compiles as `jax.lax.scan` does."""
+    if body.jaxpr is None:
+        return k
+    if constant_inputs and not any(isinstance(c, jax.core.Tracer) for c in body.jaxpr.consts):
+        return 1
+    return fit(n, k, levels, step_bytes(body))
 
 
 def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> int:
-    """1 where `kept` says it keeps no more than k; else the divisor of `n` below k that keeps
-    least, where that is no more than k; else `k`. Only sizes at one level of chunks are
-    compared (`levels` that nest keep `k`)."""
+    """1 where `kept` says it keeps no more than k (k = n: one chunk of all n steps, with no
+    loop); else the divisor of `n` below k that keeps least, where that is no more than k; else
+    `k`. Only sizes at one level of chunks are compared (`levels` that nest keep `k`)."""
     if not _one_level(levels, n // k):
         return k
     budget = kept(n, k, sizes)
