@@ -109,7 +109,8 @@ def _residuals(
     live = _live(jaxpr, jaxpr.outvars if outputs is None else outputs)
     kept: set = set()
     for eqn in jaxpr.eqns:
-        ins = [v for v in eqn.invars if not hasattr(v, "val")]  # a literal has a value
+        args = [None if hasattr(v, "val") else v for v in eqn.invars]  # a literal has a value
+        ins = [v for v in args if v is not None]
         if any(v in varying for v in ins):
             varying.update(eqn.outvars)
         name = eqn.primitive.name
@@ -118,7 +119,6 @@ def _residuals(
         tangent.update(v for v in eqn.outvars if _inexact(v))
         if not any(v in live for v in eqn.outvars):
             continue
-        args = [None if hasattr(v, "val") else v for v in eqn.invars]
         moving = [v for v in ins if v in varying and v in tangent]
         if name in _PRODUCTS and len(args) == 2:
             kept.update(a for a, b in (args, args[::-1]) if a in varying and b in tangent)
