@@ -30,6 +30,7 @@ from scanrewrite.files import (
     formatter_line_length,
     read_config,
 )
+from scanrewrite.interrupts import ending_by_signal
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
@@ -319,15 +320,17 @@ def main(
             _write_stdout(color_diff(result.diff) if diff_color else result.diff)
         report.record(result)
 
-    if paths == ("-",):
-        _process_stdin(stdin_filename, discovery, mode, write_back, report, emit)
-    else:
-        sources = discovery.collect(paths)
-        if sources:
-            # Imported here: it loads the rewrite and libcst, which --help does not need.
-            from scanrewrite.concurrency import cpu_count, process_many
+    # Ctrl-C and SIGTERM end the run at once (a file being written is written whole).
+    with ending_by_signal():
+        if paths == ("-",):
+            _process_stdin(stdin_filename, discovery, mode, write_back, report, emit)
+        else:
+            sources = discovery.collect(paths)
+            if sources:
+                # Imported here: it loads the rewrite and libcst, which --help does not need.
+                from scanrewrite.concurrency import cpu_count, process_many
 
-            process_many(sources, mode, write_back, jobs or cpu_count(), emit)
+                process_many(sources, mode, write_back, jobs or cpu_count(), emit)
     report.summary()
     ctx.exit(report.return_code)
 

@@ -19,6 +19,7 @@ import libcst
 
 from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, revert, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
+from scanrewrite.interrupts import deferred, init_worker, stopping_workers
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
 from scanrewrite.output import unified_diff
@@ -150,15 +151,28 @@ class Task:
     original: bytes
 
 
+def rewrite_task(task: Task, mode: Mode, write_back: WriteBack) -> tuple[FileResult, bytes | None]:
+    """The work on one file that a worker does: its result, and the new code to write
+    (None when nothing is to be written). Writes nothing."""
+    result, code = rewrite_bytes(task.original, task.source.display, mode, write_back)
+    return result, code if result.changed is Changed.YES and write_back.writes else None
+
+
+def finish(task: Task, result: FileResult, code: bytes | None) -> FileResult:
+    """Write `code` (if any) over the file; a signal that comes meanwhile waits for the end."""
+    if code is None:
+        return result
+    try:
+        with deferred():
+            write_atomic(task.source.path, code, task.original)
+    except FileError as exc:
+        return FileResult(result.display, error=(exc.line, exc.message))
+    return result
+
+
 def process_file(task: Task, mode: Mode, write_back: WriteBack) -> FileResult:
     """Rewrite one file and, if `write_back` writes and it changed, replace it on disk."""
-    result, code = rewrite_bytes(task.original, task.source.display, mode, write_back)
-    if result.changed is Changed.YES and write_back.writes:
-        try:
-            write_atomic(task.source.path, code, task.original)
-        except FileError as exc:
-            return FileResult(result.display, error=(exc.line, exc.message))
-    return result
+    return finish(task, *rewrite_task(task, mode, write_back))
 
 
 def _read(source: Source, mode: Mode) -> FileResult | Task:
@@ -180,31 +194,38 @@ def process_many(
     """Process `sources`, calling `on_result` for each, in the order of `sources`.
 
     With `jobs` > 1 and more than one file to parse, the parsing runs in a pool of up to
-    `jobs` processes; otherwise here.
+    `jobs` processes; otherwise here. Files are written here, never by a worker, so that
+    a signal (see `scanrewrite.interrupts`) can end the run at once.
     """
     items = [_read(source, mode) for source in sources]
     tasks = [item for item in items if isinstance(item, Task)]
-    executor = _pool(min(jobs, len(tasks))) if jobs > 1 and len(tasks) > 1 else None
-    if executor is None:
-        for item in items:
-            on_result(process_file(item, mode, write_back) if isinstance(item, Task) else item)
-        return
-    with executor:
-        futures = {id(task): executor.submit(process_file, task, mode, write_back) for task in tasks}
-        for item in items:
-            on_result(_outcome(item, futures[id(item)]) if isinstance(item, Task) else item)
+    if jobs > 1 and len(tasks) > 1:
+        with stopping_workers():
+            # The pool's threads start with the signals blocked, so that they reach this thread.
+            with deferred():
+                executor = _pool(min(jobs, len(tasks)))
+                if executor is not None:
+                    futures = {id(task): executor.submit(rewrite_task, task, mode, write_back) for task in tasks}
+            if executor is not None:
+                with executor:
+                    for item in items:
+                        on_result(_outcome(item, futures[id(item)]) if isinstance(item, Task) else item)
+                return
+    for item in items:
+        on_result(process_file(item, mode, write_back) if isinstance(item, Task) else item)
 
 
-def _outcome(task: Task, future: Future[FileResult]) -> FileResult:
+def _outcome(task: Task, future: Future[tuple[FileResult, bytes | None]]) -> FileResult:
     try:
-        return future.result()
+        result, code = future.result()
     except Exception as exc:  # noqa: BLE001 - e.g. a worker killed by the system
         return FileResult(task.source.display, error=(None, f"worker failed: {type(exc).__name__}: {exc}"))
+    return finish(task, result, code)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:
     try:
-        return ProcessPoolExecutor(max_workers=workers)
+        return ProcessPoolExecutor(max_workers=workers, initializer=init_worker)
     except (OSError, NotImplementedError):
         # No working multiprocessing (e.g. no shared memory for its locks): run here.
         return None
