@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,44 @@ def test_errors_do_not_stop_the_pool(tree: Path) -> None:
     assert stderr.splitlines()[-1] == "3 files rewritten (4 scan calls), 1 left unchanged, 2 files failed"
     assert (tree / "pkg/bad.py").read_text() == BROKEN
     assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
+
+
+def _without_root_powers() -> tuple[str, ...] | None:
+    """A command prefix under which permission bits apply (root ignores them), or None."""
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    caps = "-dac_override,-dac_read_search"
+    return (setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}") if setpriv else None
+
+
+def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
+    prefix = _without_root_powers()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: permission bits cannot be tested")
+    write(tree, {"pkg/locked/hidden.py": SCAN, "pkg/sub/e.py": SCAN})
+    (tree / "pkg/loop").symlink_to("loop")
+    (tree / "pkg/ping.py").symlink_to("pong.py")
+    (tree / "pkg/pong.py").symlink_to("ping.py")
+    (tree / "pkg/dangling.py").symlink_to("missing.py")
+    (tree / "pkg/locked").chmod(0)
+    try:
+        result = run(tree, "-j2", "pkg", command=(*prefix, sys.executable, "-m", "scanrewrite"))
+    finally:
+        (tree / "pkg/locked").chmod(0o755)
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        "error: pkg/dangling.py: cannot read: No such file or directory",
+        "error: pkg/locked: cannot list: Permission denied",
+        "error: pkg/ping.py: cannot read: Too many levels of symbolic links",
+        "error: pkg/pong.py: cannot read: Too many levels of symbolic links",
+        "rewritten pkg/a.py",
+        "rewritten pkg/b.py",
+        "rewritten pkg/d.py",
+        "rewritten pkg/sub/e.py",
+        "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
+    ]
+    assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
 
 
 def test_console_script_and_bad_option(tree: Path) -> None:

@@ -191,6 +191,36 @@ def test_symlinks_inside_the_root_give_each_file_once(tmp_path: Path) -> None:
     assert sources[0].display.endswith("alias.py")
 
 
+def test_links_that_cannot_be_followed_are_errors_and_the_rest_is_found(tmp_path: Path) -> None:
+    make(tmp_path, "a.py", "pkg/b.py", "build/gone.py")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "loop.py").symlink_to("loop.py")
+    (tmp_path / "ping.py").symlink_to("pong.py")
+    (tmp_path / "pong.py").symlink_to("ping.py")
+    (tmp_path / "dangling.py").symlink_to("missing.py")
+    (tmp_path / "danglingdir").symlink_to("missing")
+    (tmp_path / "pkg" / "c.py").symlink_to("../missing.py")
+    (tmp_path / "ignored.py").symlink_to("missing.py")
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    errors: list[tuple[str, str]] = []
+    ignored: list[tuple[str, str]] = []
+    discovery = Discovery(
+        tmp_path,
+        on_error=lambda path, error: errors.append((Path(path).name, error.message)),
+        on_ignored=lambda path, why: ignored.append((Path(path).name, why)),
+    )
+    assert found(discovery, tmp_path) == ["a.py", "pkg/b.py"]
+    loop, missing = "cannot read: Too many levels of symbolic links", "cannot read: No such file or directory"
+    assert errors == [("dangling.py", missing), ("loop.py", loop), ("ping.py", loop), ("c.py", missing), ("pong.py", loop)]
+    # Names that are not Python files are no error (as ruff sees them), only noted with -v.
+    assert ignored == [
+        ("build", "matches --exclude"),
+        ("danglingdir", "cannot follow: No such file or directory"),
+        ("ignored.py", "matches .gitignore"),
+        ("loop", "cannot follow: Too many levels of symbolic links"),
+    ]
+
+
 def test_non_regular_files_are_not_collected_from_folders(tmp_path: Path) -> None:
     make(tmp_path, "a.py")
     os.mkfifo(tmp_path / "pipe.py")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,22 +114,45 @@ class Discovery:
             return
         for entry in entries:
             child = f"{relative}/{entry.name}" if relative else entry.name
-            if entry.is_symlink():
-                if self._leaves_root(entry.path):
-                    self._ignored(entry.path, "symbolic link out of the project root")
-                    continue
-                if entry.is_dir():
-                    continue
-            is_dir = entry.is_dir()
-            if not is_dir and not (entry.name.endswith(SUFFIXES) and entry.is_file()):
+            try:
+                kind = self._kind(entry)
+            except OSError as exc:
+                # A symbolic link loop, a dangling link, an entry that cannot be looked at.
+                why = self._exclusion(child, is_dir=False)
+                if why:
+                    self._ignored(entry.path, why)
+                elif entry.name.endswith(SUFFIXES):
+                    self._error(entry.path, FileError(f"cannot read: {exc.strerror}"))
+                else:  # not a Python file by its name, as ruff sees it: not an error
+                    self._ignored(entry.path, f"cannot follow: {exc.strerror}")
                 continue
-            why = self._exclusion(child, is_dir=is_dir)
+            if kind is None:
+                continue
+            why = self._exclusion(child, is_dir=kind == "dir")
             if why:
                 self._ignored(entry.path, why)
-            elif is_dir:
+            elif kind == "dir":
                 yield from self._walk(Path(entry.path), child)
             else:
                 yield Source(Path(os.path.realpath(entry.path)), display_path(entry.path))
+
+    def _kind(self, entry: os.DirEntry[str]) -> str | None:
+        """"dir" for a folder to search, "file" for a file to process, None for anything else.
+
+        Raises `OSError` for a symbolic link that cannot be followed (a loop, a dangling
+        link) and for an entry that cannot be looked at.
+        """
+        python = entry.name.endswith(SUFFIXES)
+        if not entry.is_symlink():
+            if entry.is_dir(follow_symlinks=False):
+                return "dir"
+            return "file" if python and entry.is_file(follow_symlinks=False) else None
+        if self._leaves_root(entry.path):
+            self._ignored(entry.path, "symbolic link out of the project root")
+            return None
+        target = os.stat(entry.path).st_mode
+        # A link that stays inside the root leads to a folder that is searched directly.
+        return "file" if python and stat.S_ISREG(target) else None
 
     def _exclusion(self, relative: str, *, is_dir: bool) -> str | None:
         """Why the root-relative path `relative` is left out, or None."""
@@ -149,11 +173,14 @@ class Discovery:
         if relative_dir not in self._gitignores:
             path = self.root / relative_dir / ".gitignore"
             spec = None
-            if path.is_file():
-                try:
-                    spec = GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8").splitlines())
-                except (OSError, UnicodeDecodeError, ValueError) as exc:
-                    self._error(path, FileError(f"cannot use: {exc}"))
+            try:
+                spec = GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8").splitlines())
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                pass  # none here (git ignores a folder of that name too)
+            except OSError as exc:
+                self._error(path, FileError(f"cannot read: {exc.strerror}"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                self._error(path, FileError(f"cannot use: {exc}"))
             self._gitignores[relative_dir] = spec
         return self._gitignores[relative_dir]
 

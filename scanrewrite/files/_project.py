@@ -33,7 +33,7 @@ def find_project_root(paths: Sequence[str]) -> Path:
     ]
     common = Path(os.path.commonpath(parents))
     for directory in (common, *common.parents):
-        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+        if any(os.path.exists(directory / marker) for marker in ROOT_MARKERS):
             return directory
     return common
 
@@ -41,7 +41,7 @@ def find_project_root(paths: Sequence[str]) -> Path:
 def find_pyproject(root: Path) -> Path | None:
     """The project's `pyproject.toml`: the one in `root`, if any."""
     candidate = root / "pyproject.toml"
-    return candidate if candidate.is_file() else None
+    return candidate if os.path.isfile(candidate) else None
 
 
 def read_config(path: Path) -> dict[str, object]:
@@ -77,7 +77,7 @@ def formatter_line_length(root: Path) -> int:
     (which may be there for the linter only). A file that cannot be read counts as
     absent: this only lays out lines.
     """
-    ruff_file = next((_toml(root / name) for name in (".ruff.toml", "ruff.toml") if (root / name).is_file()), None)
+    ruff_file = next((_toml(root / name) for name in (".ruff.toml", "ruff.toml") if os.path.isfile(root / name)), None)
     tool = (_toml(root / "pyproject.toml") or {}).get("tool", {})
     ruff = ruff_file if ruff_file is not None else tool.get("ruff", {})
     black = tool.get("black") or tool.get("pyink") or {}
