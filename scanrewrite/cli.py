@@ -213,7 +213,14 @@ def _write_stdout(data: bytes) -> None:
     "black split it [default: ruff's or black's line-length in the project's configuration, else 88].",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
-@click.option("--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout.")
+@click.option(
+    "--diff", is_flag=True, help="Write nothing; print a unified diff of each change to stdout (a patch for git apply)."
+)
+@click.option(
+    "--cell-diff",
+    is_flag=True,
+    help="As --diff, but show a notebook's change cell by cell, as ruff and black do (readable; not a patch).",
+)
 @click.option(
     "--stdin-filename",
     is_eager=True,
@@ -260,6 +267,7 @@ def main(
     line_length: int | None,
     check: bool,
     diff: bool,
+    cell_diff: bool,
     stdin_filename: str | None,
     exclude: re.Pattern[str] | None,
     extend_exclude: re.Pattern[str] | None,
@@ -291,7 +299,7 @@ def main(
     mode = Mode(
         unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets, revert=revert
     )
-    write_back = WriteBack.from_configuration(check=check, diff=diff)
+    write_back = WriteBack.from_configuration(check=check, diff=diff, cell_diff=cell_diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(
         write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color, reverting=revert

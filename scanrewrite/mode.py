@@ -46,16 +46,23 @@ class WriteBack(enum.Enum):
 
     #: Write the file in place (the default).
     YES = "yes"
-    #: Print a unified diff to stdout; write nothing.
+    #: Print a unified diff (a patch that `git apply` takes) to stdout; write nothing.
     DIFF = "diff"
     #: Write nothing; exit 1 if anything would change.
     CHECK = "check"
     #: `--check --diff`: print the diff and exit 1 if anything would change.
     CHECK_DIFF = "check-diff"
+    #: `--cell-diff`: as `DIFF`, but a notebook's change is shown cell by cell.
+    CELL_DIFF = "cell-diff"
+    #: `--check --cell-diff`.
+    CHECK_CELL_DIFF = "check-cell-diff"
 
     @classmethod
-    def from_configuration(cls, *, check: bool, diff: bool) -> WriteBack:
-        """The mode that `--check` and `--diff` select, alone or together."""
+    def from_configuration(cls, *, check: bool, diff: bool, cell_diff: bool = False) -> WriteBack:
+        """The mode that `--check`, `--diff` and `--cell-diff` select, alone or together
+        (`--cell-diff` implies `--diff`)."""
+        if cell_diff:
+            return cls.CHECK_CELL_DIFF if check else cls.CELL_DIFF
         if check and diff:
             return cls.CHECK_DIFF
         if check:
@@ -71,10 +78,16 @@ class WriteBack(enum.Enum):
 
     @property
     def shows_diff(self) -> bool:
-        """Whether a unified diff of each changed file goes to stdout."""
-        return self in (WriteBack.DIFF, WriteBack.CHECK_DIFF)
+        """Whether a diff of each changed file goes to stdout."""
+        return self in (WriteBack.DIFF, WriteBack.CHECK_DIFF, WriteBack.CELL_DIFF, WriteBack.CHECK_CELL_DIFF)
+
+    @property
+    def diffs_cells(self) -> bool:
+        """Whether a notebook's diff is one per changed cell (readable, as ruff and black show
+        it) instead of a patch of the file's JSON text (which `git apply` takes)."""
+        return self in (WriteBack.CELL_DIFF, WriteBack.CHECK_CELL_DIFF)
 
     @property
     def fails_on_change(self) -> bool:
         """Whether a file that would change makes the exit code 1."""
-        return self in (WriteBack.CHECK, WriteBack.CHECK_DIFF)
+        return self in (WriteBack.CHECK, WriteBack.CHECK_DIFF, WriteBack.CHECK_CELL_DIFF)

@@ -20,9 +20,11 @@ def unified_diff(before: bytes, after: bytes, path: str) -> bytes:
     decoded, so the patch matches the file in any encoding.
     """
     name = path.encode("utf-8", "surrogateescape")
+    # As git writes it: a tab ends a name with a space in it, for GNU patch.
+    end = b"\t" if b" " in name else b""
     out = []
     for line in difflib.diff_bytes(
-        difflib.unified_diff, _lines(before), _lines(after), b"a/" + name, b"b/" + name, lineterm=b"\n"
+        difflib.unified_diff, _lines(before), _lines(after), b"a/" + name + end, b"b/" + name + end, lineterm=b"\n"
     ):
         if line.endswith(b"\n"):
             out.append(line)

@@ -10,7 +10,6 @@ import functools
 import os
 import re
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -470,30 +469,3 @@ def test_missing_config_file_exits_2(project: Path) -> None:
     result = invoke("--config", "nope.toml", "a.py")
     assert result.exit_code == 2
     assert result.stderr == "error: nope.toml: cannot read: No such file or directory\n"
-
-
-# --- the diff ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("newline", ["\n", "\r\n"])
-def test_diff_applies_with_git_apply(project: Path, newline: str) -> None:
-    files = {
-        "src/a.py": TWO_SCANS.replace("\n", newline),
-        "src/pkg/b.py": ("# no newline at the end\n" + SCAN).rstrip("\n").replace("\n", newline),
-        "c.py": b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + SCAN.encode(),
-    }
-    write(project, files)
-    (project / ".git").rmdir()
-    git = ["git", "-c", "core.autocrlf=false", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], check=True)
-    patch = invoke("--diff", ".").stdout_bytes
-    (project.parent / "change.patch").write_bytes(patch)
-    subprocess.run([*git, "apply", "--check", str(project.parent / "change.patch")], check=True)
-    subprocess.run([*git, "apply", str(project.parent / "change.patch")], check=True)
-    after_patch = {name: (project / name).read_bytes() for name in files}
-    subprocess.run([*git, "checkout", "-q", "--", "."], check=True)
-    assert invoke(".").exit_code == 0
-    assert after_patch == {name: (project / name).read_bytes() for name in files}
-    assert all(b"unroll=4" in content for content in after_patch.values())

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import BROKEN, PLAIN, SCAN, TWO_SCANS, rewritten, write
+from tests.test_notebook_cli import NOTEBOOK
 
 SCRIPT = Path(sys.executable).parent / "scanrewrite"
 
@@ -109,6 +110,36 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
         "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
     ]
     assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
+
+
+def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:
+    """`--diff > scan.patch; git apply scan.patch` gives, byte for byte, what writing in place gives."""
+    shutil.rmtree(tree / ".git")
+    files = {
+        "crlf.py": TWO_SCANS.replace("\n", "\r\n").encode(),
+        "no final newline.py": TWO_SCANS.rstrip("\n").encode(),
+        "bom.py": b"\xef\xbb\xbf" + SCAN.replace("\n", "\r\n").rstrip().encode(),
+        "pkg/latin.py": b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + SCAN.encode(),
+        "nb/demo.ipynb": NOTEBOOK,
+        "nb/crlf.ipynb": NOTEBOOK.replace(b"\n", b"\r\n"),
+    }
+    write(tree, files)
+    names = [*files, "pkg/a.py", "pkg/b.py", "pkg/d.py"]
+    git = ["git", "-c", "core.autocrlf=false", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "init"]):
+        subprocess.run([*git, *command], cwd=tree, check=True)
+    patch = run(tree, "-j2", "--diff", ".")
+    assert patch.returncode == 0, patch.stderr
+    (tree.parent / "scan.patch").write_bytes(patch.stdout)
+    assert run(tree, "-j2", ".").returncode == 0
+    in_place = {name: (tree / name).read_bytes() for name in names}
+    assert all(in_place[name] != content for name, content in files.items())
+    patch_file = str(tree.parent / "scan.patch")
+    appliers = [[*git, "apply", patch_file], ["patch", "-p1", "--quiet", "--batch", "-i", patch_file]]
+    for applier in appliers if shutil.which("patch") else appliers[:1]:
+        subprocess.run([*git, "checkout", "-q", "--", "."], cwd=tree, check=True)
+        subprocess.run(applier, cwd=tree, check=True)
+        assert {name: (tree / name).read_bytes() for name in names} == in_place, applier[0]
 
 
 def test_console_script_and_bad_option(tree: Path) -> None:

@@ -27,7 +27,30 @@ AFTER = make(
     STEP,
     "%%time\nc = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\nkey = jax.random.PRNGKey(0)",
 )
-DIFF = (
+# What --diff prints: a patch of the file's JSON text, which `git apply` takes.
+DIFF = r"""--- a/nb/demo.ipynb
++++ b/nb/demo.ipynb
+@@ -16,7 +16,7 @@
+    "outputs": [],
+    "source": [
+     "import jax\n",
+-    "from jax import lax"
++    "import scanrewrite.runtime"
+    ]
+   },
+   {
+@@ -38,7 +38,7 @@
+    "outputs": [],
+    "source": [
+     "%%time\n",
+-    "c = lax.scan(step, 0, None, length=3)\n",
++    "c = scanrewrite.runtime.scan(step, 0, None, length=3, unroll=4)\n",
+     "key = jax.random.PRNGKey(0)"
+    ]
+   }
+"""
+# What --cell-diff prints: one diff per changed cell, as ruff and black show a notebook.
+CELL_DIFF = (
     "--- nb/demo.ipynb:cell 1\n"
     "+++ nb/demo.ipynb:cell 1\n"
     "@@ -1,2 +1,2 @@\n"
@@ -80,13 +103,22 @@ def test_force_exclude_applies_to_named_notebooks(project: Path) -> None:
     assert (project / "build/gen.ipynb").read_bytes() == AFTER
 
 
-@pytest.mark.parametrize(("args", "code"), [(["--check"], 1), (["--diff"], 0), (["--check", "--diff"], 1)])
-def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "stdout"),
+    [
+        (["--check"], 1, ""),
+        (["--diff"], 0, DIFF),
+        (["--check", "--diff"], 1, DIFF),
+        (["--cell-diff"], 0, CELL_DIFF),
+        (["--check", "--cell-diff"], 1, CELL_DIFF),
+    ],
+)
+def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int, stdout: str) -> None:
     write(project, {"nb/demo.ipynb": NOTEBOOK})
     result = invoke(*args, ".")
     assert result.exit_code == code
     assert (project / "nb/demo.ipynb").read_bytes() == NOTEBOOK
-    assert result.stdout == (DIFF if "--diff" in args else "")
+    assert result.stdout == stdout
     assert result.stderr.splitlines() == ["would rewrite nb/demo.ipynb", "1 file would be rewritten (1 scan call)"]
 
 
@@ -98,8 +130,8 @@ def test_verbose_names_cell_and_line(project: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "stdout"),
-    [([], AFTER.decode()), (["--diff"], DIFF), (["--check"], "")],
-    ids=["in-place", "diff", "check"],
+    [([], AFTER.decode()), (["--diff"], DIFF), (["--cell-diff"], CELL_DIFF), (["--check"], "")],
+    ids=["in-place", "diff", "cell-diff", "check"],
 )
 def test_stdin(project: Path, args: list[str], stdout: str) -> None:
     result = invoke(*args, "--stdin-filename", "nb/demo.ipynb", "-", input=NOTEBOOK)

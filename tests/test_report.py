@@ -62,19 +62,23 @@ def test_return_code(write_back: WriteBack, changed: int, failed: int, code: int
 
 
 @pytest.mark.parametrize(
-    ("check", "diff", "expected"),
+    ("check", "diff", "cell_diff", "expected"),
     [
-        (False, False, WriteBack.YES),
-        (True, False, WriteBack.CHECK),
-        (False, True, WriteBack.DIFF),
-        (True, True, WriteBack.CHECK_DIFF),
+        (False, False, False, WriteBack.YES),
+        (True, False, False, WriteBack.CHECK),
+        (False, True, False, WriteBack.DIFF),
+        (True, True, False, WriteBack.CHECK_DIFF),
+        (False, False, True, WriteBack.CELL_DIFF),
+        (False, True, True, WriteBack.CELL_DIFF),
+        (True, False, True, WriteBack.CHECK_CELL_DIFF),
     ],
 )
-def test_write_back_from_configuration(check: bool, diff: bool, expected: WriteBack) -> None:
-    write_back = WriteBack.from_configuration(check=check, diff=diff)
+def test_write_back_from_configuration(check: bool, diff: bool, cell_diff: bool, expected: WriteBack) -> None:
+    write_back = WriteBack.from_configuration(check=check, diff=diff, cell_diff=cell_diff)
     assert write_back is expected
-    assert write_back.writes == (not check and not diff)
-    assert write_back.shows_diff == diff
+    assert write_back.writes == (not check and not diff and not cell_diff)
+    assert write_back.shows_diff == (diff or cell_diff)
+    assert write_back.diffs_cells == cell_diff
     assert write_back.fails_on_change == check
 
 
