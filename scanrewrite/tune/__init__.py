@@ -5,16 +5,40 @@ device, check each configuration's numbers against the original's, and pick the 
 fixed), against the same function with every site as `jax.lax.scan`, compares every
 configuration's outputs with that original's, and returns a `TuneReport`: a table per site and
 the picks (the original scan where the rewrite does not help). The `scanrewrite-tune` command
-runs it on a factory in a file and writes the picks back into the source. This package imports
-jax; the `scanrewrite` command never does.
+runs it on a factory in a file and writes the picks back into the source. What measures imports
+jax, on first use (so the command's `--help` needs none); the `scanrewrite` command never does.
 """
 
 from __future__ import annotations
 
-from scanrewrite.tune._report import Row, SiteReport, TuneReport
+import importlib
+from typing import TYPE_CHECKING
+
 from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, ORIGINAL_SCAN, Budget, Candidate, TuneError
-from scanrewrite.tune._tune import Progress, tune
-from scanrewrite.tune._verify import Tolerance
+
+if TYPE_CHECKING:
+    from scanrewrite.tune._report import Row, SiteReport, TuneReport
+    from scanrewrite.tune._tune import Progress, tune
+    from scanrewrite.tune._verify import Tolerance
+
+# Imported on first use, so that the `scanrewrite-tune` command (in this package) can print
+# its help, and say what to install, where jax is not installed.
+_LAZY = {
+    "Row": "_report",
+    "SiteReport": "_report",
+    "TuneReport": "_report",
+    "Progress": "_tune",
+    "tune": "_tune",
+    "Tolerance": "_verify",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "DEFAULT_KS",

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from scanrewrite.files import display_path
 from scanrewrite.output import color_diff
-from scanrewrite.runtime._override import Site
 from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, Budget, TuneError, parse_levels, parse_policies
+
+if TYPE_CHECKING:
+    from scanrewrite.runtime._override import Site
+
+#: Where jax and equinox come from: the extra that rewritten programs need too.
+INSTALL_HINT = "pip install 'scanrewrite[runtime]'"
 
 
 class _Bar:
@@ -137,8 +143,14 @@ def _error(message: str) -> None:
 
 
 def _run(target, options, diff, write, check, quiet, color) -> int:
+    try:
+        from scanrewrite.tune._tune import tune
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("jax", "jaxlib", "equinox", "numpy"):
+            raise
+        _error(f"scanrewrite-tune runs your program with jax, and {exc.name} is not installed: {INSTALL_HINT}")
+        return 2
     from scanrewrite.tune._factory import load
-    from scanrewrite.tune._tune import tune
 
     bar = _Bar(enabled=not quiet)
     try:
