@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst
 
 from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, revert, rewrite
-from scanrewrite.files import FileError, Source, check_decodable, read_source, write_atomic
+from scanrewrite.files import FileError, Source, check_decodable, read_source, write_file
 from scanrewrite.interrupts import deferred, init_worker, stopping_workers
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
@@ -167,7 +167,7 @@ def finish(task: Task, result: FileResult, code: bytes | None) -> FileResult:
         return result
     try:
         with deferred():
-            write_atomic(task.source.path, code, task.original)
+            write_file(task.source.path, code, task.original)
     except FileError as exc:
         return FileResult(result.display, error=(exc.line, exc.message))
     return result

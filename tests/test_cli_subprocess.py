@@ -142,6 +142,24 @@ def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:
         assert {name: (tree / name).read_bytes() for name in names} == in_place, applier[0]
 
 
+def test_a_read_only_file_is_reported_and_a_hard_link_written_through(tree: Path) -> None:
+    write(tree, {"pkg/ro.py": SCAN, "elsewhere/same.py": TWO_SCANS})
+    (tree / "pkg/ro.py").chmod(0o444)
+    os.link(tree / "elsewhere/same.py", tree / "pkg/linked.py")
+    ro, linked = (tree / "pkg/ro.py").stat(), (tree / "pkg/linked.py").stat()
+    result = run(tree, "-j2", "pkg")
+    assert result.returncode == 2
+    stderr = result.stderr.decode().splitlines()
+    assert "error: pkg/ro.py: cannot write: the file is read-only; left as it is" in stderr
+    assert stderr[-1] == "4 files rewritten (6 scan calls), 1 left unchanged, 1 file failed"
+    after = (tree / "pkg/ro.py").stat()
+    assert ((tree / "pkg/ro.py").read_text(), after.st_ino, after.st_mode) == (SCAN, ro.st_ino, ro.st_mode)
+    # Written through, as black and ruff write: both links still share the one, rewritten file.
+    assert (tree / "elsewhere/same.py").read_bytes() == (tree / "pkg/linked.py").read_bytes() == rewritten(TWO_SCANS)
+    assert (tree / "pkg/linked.py").stat().st_ino == linked.st_ino
+    assert not list(tree.rglob("*.scanrewrite"))
+
+
 def test_console_script_and_bad_option(tree: Path) -> None:
     assert SCRIPT.exists(), "install the package: pip install -e ."
     result = run(tree, "--check", "pkg/a.py", command=(str(SCRIPT),))

@@ -20,7 +20,7 @@ from scanrewrite.files import (
     find_pyproject,
     read_config,
     read_source,
-    write_atomic,
+    write_file,
 )
 
 DEFAULT_EXCLUDED_DIRS = re.findall(r"[\w.]+", DEFAULT_EXCLUDES.replace("\\", ""))
@@ -297,37 +297,71 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir() if path.name.endswith(".scanrewrite"))
 
 
-def test_write_atomic_replaces_content_and_keeps_mode(tmp_path: Path) -> None:
+def test_write_file_replaces_content_and_keeps_mode(tmp_path: Path) -> None:
     path = tmp_path / "tool.py"
     path.write_bytes(b"old\r\n")
     path.chmod(0o755)
-    write_atomic(path, b"new\r\n", b"old\r\n")
+    write_file(path, b"new\r\n", b"old\r\n")
     assert path.read_bytes() == b"new\r\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o755
     assert leftovers(tmp_path) == []
 
 
-def test_write_atomic_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
+def test_write_file_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
     path = tmp_path / "a.py"
     path.write_bytes(b"edited by someone else\n")
     with pytest.raises(FileError, match="^changed on disk since it was read; not overwritten$"):
-        write_atomic(path, b"rewritten\n", b"as read\n")
+        write_file(path, b"rewritten\n", b"as read\n")
     assert path.read_bytes() == b"edited by someone else\n"
     assert leftovers(tmp_path) == []
 
 
-def test_write_atomic_error_when_the_file_is_gone(tmp_path: Path) -> None:
+def test_write_file_error_when_the_file_is_gone(tmp_path: Path) -> None:
     with pytest.raises(FileError, match="^cannot write: No such file or directory$"):
-        write_atomic(tmp_path / "gone.py", b"new\n", b"old\n")
+        write_file(tmp_path / "gone.py", b"new\n", b"old\n")
     assert leftovers(tmp_path) == []
 
 
-def test_write_atomic_through_a_link_replaces_the_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [0o444, 0o555], ids=["r--", "r-x"])
+def test_write_file_leaves_a_read_only_file_alone(tmp_path: Path, mode: int) -> None:
+    # Even for root, who could write it: no write bit for anyone says "do not".
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    path.chmod(mode)
+    inode = path.stat().st_ino
+    with pytest.raises(FileError, match="^cannot write: the file is read-only; left as it is$"):
+        write_file(path, b"new\n", b"old\n")
+    assert (path.read_bytes(), path.stat().st_ino, stat.S_IMODE(path.stat().st_mode)) == (b"old\n", inode, mode)
+    assert leftovers(tmp_path) == []
+
+
+def test_write_file_writes_a_hard_linked_file_through(tmp_path: Path) -> None:
+    # As black and ruff write: in place, so every link still shares the (new) content.
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old, and longer than what replaces it\n")
+    os.link(path, tmp_path / "b.py")
+    inode = path.stat().st_ino
+    write_file(path, b"new\n", b"old, and longer than what replaces it\n")
+    assert (tmp_path / "b.py").read_bytes() == path.read_bytes() == b"new\n"
+    assert (path.stat().st_ino, path.stat().st_nlink) == (inode, 2)
+    with pytest.raises(FileError, match="^changed on disk since it was read; not overwritten$"):
+        write_file(path, b"newer\n", b"old\n")
+    assert path.read_bytes() == b"new\n"
+    assert leftovers(tmp_path) == []
+
+
+def test_hard_links_are_one_file(tmp_path: Path) -> None:
+    make(tmp_path, "a.py")
+    os.link(tmp_path / "a.py", tmp_path / "b.py")
+    assert found(Discovery(tmp_path), tmp_path) == ["a.py"]
+
+
+def test_write_file_through_a_link_replaces_the_target(tmp_path: Path) -> None:
     target = tmp_path / "real.py"
     target.write_bytes(b"old\n")
     (tmp_path / "link.py").symlink_to(target)
     [source] = Discovery(tmp_path).collect([str(tmp_path / "link.py")])
-    write_atomic(source.path, b"new\n", b"old\n")
+    write_file(source.path, b"new\n", b"old\n")
     assert (tmp_path / "link.py").is_symlink()
     assert target.read_bytes() == b"new\n"
 

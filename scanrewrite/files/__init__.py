@@ -5,7 +5,7 @@ encoding, byte-order mark, newlines and tabs come back exactly as they were.
 """
 
 from scanrewrite.files._discovery import DEFAULT_EXCLUDES, SUFFIXES, Discovery, Excludes
-from scanrewrite.files._io import FileError, Source, check_decodable, display_path, read_source, write_atomic
+from scanrewrite.files._io import FileError, Source, check_decodable, display_path, read_source, write_file
 from scanrewrite.files._project import (
     DEFAULT_LINE_LENGTH,
     ROOT_MARKERS,
@@ -33,5 +33,5 @@ __all__ = [
     "formatter_line_length",
     "read_config",
     "read_source",
-    "write_atomic",
+    "write_file",
 ]

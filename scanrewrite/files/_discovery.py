@@ -56,12 +56,18 @@ class Discovery:
         self._root_real = self.root.resolve()
 
     def collect(self, paths: Iterable[str]) -> list[Source]:
-        """The files that `paths` (files or folders) name, each once, in order."""
-        seen: set[Path] = set()
+        """The files that `paths` (files or folders) name, each once (whatever links lead to
+        it), in order."""
+        seen: set[object] = set()
         sources = []
         for source in self._collect(paths):
-            if source.path not in seen:
-                seen.add(source.path)
+            try:
+                status = os.stat(source.path)
+                identity: object = (status.st_dev, status.st_ino)  # hard links are one file
+            except OSError:
+                identity = source.path
+            if identity not in seen:
+                seen.add(identity)
                 sources.append(source)
         return sources
 

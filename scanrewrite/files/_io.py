@@ -81,17 +81,28 @@ def check_decodable(source: bytes) -> None:
         ) from None
 
 
-def write_atomic(path: Path, new: bytes, original: bytes) -> None:
+def write_file(path: Path, new: bytes, original: bytes) -> None:
     """Replace the contents of the file at `path` with `new`, if it still holds `original`.
 
     The bytes go to a temporary file in the same folder, which is flushed to disk, given
     the file's mode bits (and owner, where allowed), and renamed over the file: a reader,
-    or a crash, sees the old file or the new one, never a mix. If the file no longer holds
-    `original` (another program wrote it since it was read), it is left alone. Raises
+    or a crash, sees the old file or the new one, never a mix. A file with more than one
+    hard link is written through instead, in place, as black and ruff write every file, so
+    that all its links keep sharing it. A read-only file (no write permission, or no write
+    bit for anyone, which even root respects here) and a file that no longer holds
+    `original` (another program wrote it since it was read) are left alone. Raises
     `FileError` when nothing was written.
     """
     try:
         status = os.stat(path)
+    except OSError as exc:
+        raise FileError(f"cannot write: {exc.strerror}") from None
+    if not status.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+        raise FileError("cannot write: the file is read-only; left as it is")
+    if status.st_nlink > 1:
+        _write_through(path, new, original)
+        return
+    try:
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".scanrewrite")
     except OSError as exc:
         raise FileError(f"cannot write: {exc.strerror}") from None
@@ -105,7 +116,7 @@ def write_atomic(path: Path, new: bytes, original: bytes) -> None:
             # Only a privileged user may hand a file to another owner; others keep theirs.
             os.chown(temporary, status.st_uid, status.st_gid)
         if read_source(path) != original:
-            raise FileError("changed on disk since it was read; not overwritten")
+            raise FileError(_CHANGED)
         os.replace(temporary, path)
     except OSError as exc:
         _remove(temporary)
@@ -114,6 +125,28 @@ def write_atomic(path: Path, new: bytes, original: bytes) -> None:
         _remove(temporary)
         raise
     _fsync_directory(path.parent)
+
+
+_CHANGED = "changed on disk since it was read; not overwritten"
+
+
+def _write_through(path: Path, new: bytes, original: bytes) -> None:
+    """Overwrite the file at `path` in place (its inode, so every hard link, kept)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise FileError(f"cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "r+b") as file:
+            if file.read() != original:
+                raise FileError(_CHANGED)
+            file.seek(0)
+            file.write(new)
+            file.truncate()
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError as exc:
+        raise FileError(f"cannot write: {exc.strerror}") from None
 
 
 def _remove(path: str) -> None:

@@ -17,7 +17,7 @@ from scanrewrite.files import (
     first_party_names,
     formatter_line_length,
     read_source,
-    write_atomic,
+    write_file,
 )
 from scanrewrite.output import unified_diff
 from scanrewrite.runtime._override import Site
@@ -45,9 +45,10 @@ class FileChange:
         return unified_diff(self.before, self.after, self.display)
 
     def write(self) -> None:
-        """Write the new bytes atomically, unless the file changed on disk since it was read."""
+        """Write the new bytes (as `scanrewrite.files.write_file` does), unless the file changed on
+        disk since it was read or is read-only."""
         try:
-            write_atomic(self.path, self.after, self.before)
+            write_file(self.path, self.after, self.before)
         except FileError as exc:
             self.error = (exc.line, exc.message)
 
