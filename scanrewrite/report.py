@@ -133,9 +133,10 @@ class Report:
             line, message = result.error
             self.failed(result.display, message, line)
 
-    def ignored(self, path: str, why: str) -> None:
-        """Note a path that discovery left out (shown with `-v` only; not counted)."""
-        if self.verbose:
+    def ignored(self, path: str, why: str, *, named: bool = False) -> None:
+        """Note a path that discovery left out (not counted): shown with `-v` only, or, for
+        a path named on the command line (`named`), unless quiet."""
+        if self.verbose or (named and not self.quiet):
             self._err(f"{path}: ignored ({why})")
 
     def summary(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -158,6 +159,34 @@ def test_a_read_only_file_is_reported_and_a_hard_link_written_through(tree: Path
     assert (tree / "elsewhere/same.py").read_bytes() == (tree / "pkg/linked.py").read_bytes() == rewritten(TWO_SCANS)
     assert (tree / "pkg/linked.py").stat().st_ino == linked.st_ino
     assert not list(tree.rglob("*.scanrewrite"))
+
+
+def test_messages_name_the_place_and_the_cause(tree: Path) -> None:
+    unclosed = "import jax\n\n\nx = foo(\n    1,\n    jax.lax.scan(f, 0, None, length=3)\n\ny = 2\n"
+    cells = json.dumps({"cells": "jax.lax.scan(f, 0, None)", "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    outside = tree.parent / f"{tree.name}-outside.py"
+    outside.write_text(SCAN)
+    write(tree, {"pkg/bad.py": unclosed, "nb/cells.ipynb": cells, "build/b.py": SCAN})
+    (tree / "link.py").symlink_to(outside)
+    result = run(tree, "--force-exclude", "pkg/bad.py", "nb/cells.ipynb", "link.py", "build/b.py")
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        "link.py: ignored (symbolic link out of the project root)",
+        "build/b.py: ignored (matches --exclude)",
+        "error: pkg/bad.py:4: cannot parse: '(' was never closed",  # as compile() says it
+        "error: nb/cells.ipynb: not a valid nbformat 4 notebook: cells: a string, not an array",
+        "2 files failed",
+    ]
+    # Named paths left out are no error, as for black and ruff; but never left out silently.
+    result = run(tree, "--force-exclude", "link.py", "build/b.py")
+    assert result.returncode == 0
+    assert result.stderr.decode().splitlines() == [
+        "link.py: ignored (symbolic link out of the project root)",
+        "build/b.py: ignored (matches --exclude)",
+        "no Python files found",
+    ]
+    assert run(tree, "-q", "--force-exclude", "link.py", "build/b.py").stderr == b""
+    assert outside.read_text() == (tree / "build/b.py").read_text() == SCAN
 
 
 def test_console_script_and_bad_option(tree: Path) -> None:

@@ -100,7 +100,15 @@ ERRORS = [
     ),
     pytest.param(b"#!/usr/bin/env python\n# coding: foobar\n", 2, "cannot decode: unknown encoding: foobar", id="unknown cookie"),
     pytest.param(b"\xef\xbb\xbf# coding: latin-1\n", 1, "cannot decode: encoding problem: utf-8", id="bom and cookie disagree"),
-    pytest.param(b"from jax import lax\ny = lax.scan(f, c\n", 2, "cannot parse: ", id="unclosed call"),
+    pytest.param(b"from jax import lax\ny = lax.scan(f, c\n", 2, "cannot parse: '(' was never closed", id="unclosed call"),
+    # Where and why as compile() says it (libcst names where it gave up: lines 6 and 4 here).
+    pytest.param(
+        b"import jax\n\n\nx = foo(\n    1,\n    jax.lax.scan(f, 0, None, length=3)\n\ny = 2\n",
+        4,
+        "cannot parse: '(' was never closed",
+        id="unclosed bracket where it opens",
+    ),
+    pytest.param(b"import jax\nif x\n    jax.lax.scan(f, 0, None)\n", 2, "cannot parse: expected ':'", id="missing colon"),
     pytest.param(
         b"from jax import lax\n\x0cy = lax.scan(f, c, xs)\n",
         None,

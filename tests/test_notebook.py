@@ -264,6 +264,22 @@ BAD = [
     pytest.param(
         b'{"cells": [], "nbformat": 4, "x": "\xff"}', 1, "not a notebook: cannot decode as utf-8", id="not-utf-8"
     ),
+    # Shapes that nbformat's own validator fails on with a TypeError or KeyError.
+    *(
+        pytest.param(
+            json.dumps({"metadata": {}, "nbformat": 4, "nbformat_minor": 5, **fields}).encode(),
+            None,
+            f"not a valid nbformat 4 notebook: {message}",
+            id=name,
+        )
+        for name, fields, message in [
+            ("cells-a-string", {"cells": "import jax"}, "cells: a string, not an array"),
+            ("cell-a-list", {"cells": [["x = 1"]]}, "cells/0: an array, not an object"),
+            ("id-a-list", {"cells": [{"id": ["a"], "cell_type": "raw", "source": ""}]}, "cells/0/id: an array, not a string"),
+            ("minor-a-string", {"nbformat_minor": "5", "cells": []}, "nbformat_minor: a string, not an integer"),
+            ("no-cells", {}, "'cells' is a required property"),
+        ]
+    ),
 ]
 
 

@@ -7,7 +7,9 @@ not come back exactly into a `SourceError` instead of a silent change.
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -84,6 +86,11 @@ def _parse(source: bytes) -> cst.Module:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
+        python = _python_syntax_error(source)
+        if python is not None:
+            # Python's own parser names the place and cause as Python reports them (an
+            # unclosed bracket where it opens); libcst's names where it gave up.
+            raise SourceError(*python) from None
         message = _PARSER_PREFIX.sub("", error.message.splitlines()[0] if error.message else "")
         raise SourceError(error.raw_line, f"cannot parse: {message or 'invalid syntax'}") from None
     except UnicodeDecodeError as error:
@@ -102,6 +109,20 @@ def _parse(source: bytes) -> cst.Module:
             default_newline=newline
         )
     return module
+
+
+def _python_syntax_error(source: bytes) -> tuple[int | None, str] | None:
+    """The line and message of the `SyntaxError` that `compile()` raises for `source`, or
+    None if it compiles (libcst may not know syntax newer than its grammar)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
+            compile(source, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        return error.lineno, f"cannot parse: {error.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
 
 
 def _first_newline(source: bytes) -> str:

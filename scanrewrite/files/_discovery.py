@@ -46,10 +46,13 @@ class Discovery:
     root: Path
     excludes: Excludes = Excludes()
     force_exclude: bool = False
-    #: Called with (display path, why) for each path left out.
+    #: Called with (display path, why) for each path left out that a folder holds.
     on_ignored: Callable[[str, str], None] | None = None
     #: Called with (display path, FileError) for a folder or `.gitignore` that cannot be read.
     on_error: Callable[[str, FileError], None] | None = None
+    #: Called with (display path, why) for a path named explicitly that is left out; None
+    #: calls `on_ignored` for it too.
+    on_named_ignored: Callable[[str, str], None] | None = None
     _gitignores: dict[str, GitIgnoreSpec | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -87,11 +90,11 @@ class Discovery:
                 yield from self._folder(path)
                 continue
             if self._leaves_root(path):
-                self._ignored(path, "symbolic link out of the project root")
+                self._named_ignored(path, "symbolic link out of the project root")
                 continue
             why = self.excluded(path)
             if why:
-                self._ignored(path, why)
+                self._named_ignored(path, why)
                 continue
             yield Source(Path(os.path.realpath(path)), display_path(path))
 
@@ -107,9 +110,9 @@ class Discovery:
         if why is None:
             yield from self._walk(Path(path), relative)
         elif self.force_exclude:
-            self._ignored(path, why)
+            self._named_ignored(path, why)
         else:
-            inner = Discovery(Path(path), self.excludes, False, self.on_ignored, self.on_error)
+            inner = Discovery(Path(path), self.excludes, False, self.on_ignored, self.on_error, self.on_named_ignored)
             yield from inner._walk(Path(path), "")
 
     def _walk(self, directory: Path, relative: str) -> Iterator[Source]:
@@ -207,6 +210,12 @@ class Discovery:
     def _ignored(self, path: str | os.PathLike[str], why: str) -> None:
         if self.on_ignored is not None:
             self.on_ignored(display_path(path), why)
+
+    def _named_ignored(self, path: str, why: str) -> None:
+        if self.on_named_ignored is None:
+            self._ignored(path, why)
+        else:
+            self.on_named_ignored(display_path(path), why)
 
     def _error(self, path: str | os.PathLike[str], error: FileError) -> None:
         if self.on_error is not None:

@@ -196,6 +196,9 @@ def _read(source: bytes) -> tuple[NotebookText, dict]:
         raise NotebookError(
             None, f"not an nbformat 4 notebook ({found}); convert it with `jupyter nbconvert --to notebook`"
         )
+    problem = _shape_problem(document)
+    if problem is not None:
+        raise NotebookError(None, f"not a valid nbformat 4 notebook: {problem}")
     # Imported here: the command line loads it only when it meets a notebook.
     import nbformat
 
@@ -220,6 +223,31 @@ def _read(source: bytes) -> tuple[NotebookText, dict]:
     if sources != [cell.source for cell in notebook.cells]:
         raise SourceError(None, "cannot locate the cells in the JSON; please report this")
     return notebook, document
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def _shape_problem(document: dict) -> str | None:
+    """What nbformat's validator takes for granted (it fails with a `TypeError` or `KeyError`
+    on anything else), as a schema error; None if the notebook has that shape."""
+
+    def wrong(where: str, value: object, wanted: str) -> str:
+        return f"{where}: {_JSON_TYPES.get(type(value), 'a number')}, not {wanted}"
+
+    if not isinstance(document.get("nbformat_minor", 0), int):
+        return wrong("nbformat_minor", document["nbformat_minor"], "an integer")
+    if "cells" not in document:
+        return "'cells' is a required property"
+    cells = document["cells"]
+    if not isinstance(cells, list):
+        return wrong("cells", cells, "an array")
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            return wrong(f"cells/{index}", cell, "an object")
+        if not isinstance(cell.get("id", ""), str):
+            return wrong(f"cells/{index}/id", cell["id"], "a string")
+    return None
 
 
 def _joined(document: dict) -> dict:
