@@ -137,3 +137,41 @@ def test_a_rewrite_pair_is_what_the_command_writes(tmp_path: Path) -> None:
     (failure,) = doc_blocks.run_page(str(page))
     assert f"{page}:3: `scanrewrite -q --unroll 3` (exit 0) does not give the block at line 9" in failure
     assert "+c, ys = scanrewrite.runtime.scan(f, c, xs, unroll=3)" in failure
+
+
+def _offline_site(tmp_path: Path, page: str, css: str = "") -> subprocess.CompletedProcess[str]:
+    (tmp_path / "index.html").write_text(page)
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "main.css").write_text(css)
+    return subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "offline_site.py"), str(tmp_path)], capture_output=True, text=True
+    )
+
+
+def test_the_offline_check_passes_a_site_that_loads_only_its_own_files(tmp_path: Path) -> None:
+    page = (
+        '<link rel="stylesheet" href="assets/main.css"><a href="https://example.org">a link</a>'
+        '<pre class="mermaid">flowchart LR</pre><script src="javascripts/mermaid.min.js"></script>'
+        '<link rel="canonical" href="https://example.org/"><img src="img/a.png">'
+    )
+    result = _offline_site(tmp_path, page, css='@font-face { src: url("fonts/a.woff2") }')
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("page", "css", "found"),
+    [
+        ('<script src="https://cdn.example/x.js"></script>', "", "index.html:1: <script src=https://cdn.example/x.js>"),
+        ('<link rel="stylesheet" href="//fonts.example/css">', "", "index.html:1: <link href=//fonts.example/css>"),
+        ('\n<link rel="preconnect" href="https://fonts.gstatic.com">', "", "index.html:2: <link href=https://fonts.gstatic.com>"),
+        ('<img srcset="a.png 1x, https://x.example/b.png 2x">', "", "index.html:1: <img srcset=https://x.example/b.png>"),
+        ('<p style="background: url(http://x.example/a.png)">', "", "index.html:1: url(http://x.example/a.png)"),
+        ("", "a {}\n@import 'https://x.example/a.css';", "assets/main.css:2: url(https://x.example/a.css)"),
+        ('<pre class="mermaid">flowchart LR</pre>', "", "index.html:1: a mermaid diagram, and no mermaid script"),
+    ],
+    ids=["script", "stylesheet", "font host", "srcset", "style attribute", "css import", "mermaid from a CDN"],
+)
+def test_the_offline_check_names_what_comes_from_outside(tmp_path: Path, page: str, css: str, found: str) -> None:
+    result = _offline_site(tmp_path, page, css)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: {found}")
