@@ -89,7 +89,8 @@ def outside_references(site: Path) -> list[str]:
             page.feed(path.read_text(encoding="utf-8", errors="replace"))
             found = page.found
             if page.diagram is not None and not page.mermaid:
-                found.append((page.diagram, "a mermaid diagram, and no mermaid script of the site's own (from a CDN, then)"))
+                what = "a mermaid diagram, and no mermaid script of the site's own (from a CDN, then)"
+                found.append((page.diagram, what))
         elif path.suffix == ".css":
             text = path.read_text(encoding="utf-8", errors="replace")
             found = [

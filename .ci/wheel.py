@@ -65,16 +65,16 @@ def main() -> None:
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     run(sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "-q", wheel)
+    # The wheel's command beside the editable install's, one process each, side by side.
+    commands = [(bin_dir / "scanrewrite",), (sys.executable, "-m", "scanrewrite")]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        both = pool.map(
-            lambda command: run(*command).stdout,
-            [(bin_dir / "scanrewrite", "-j1", "--diff", "fixtures/"), (sys.executable, "-m", "scanrewrite", "-j1", "--diff", "fixtures/")],
-        )
-        installed, editable = both
-    check(installed == editable and b"+++ b/fixtures/" in installed, "the wheel's --diff differs from the editable install's")
+        installed, editable = pool.map(lambda command: run(*command, "-j1", "--diff", "fixtures/").stdout, commands)
+    check(b"+++ b/fixtures/" in installed, "the wheel's --diff fixtures/ shows no change")
+    check(installed == editable, "the wheel's --diff fixtures/ differs from the editable install's")
     help_text = run(bin_dir / "scanrewrite-tune", "--help").stdout
     check(help_text.startswith(b"Usage: scanrewrite-tune"), "scanrewrite-tune --help")
-    site = run(bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.decode().strip()
+    site = run(bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout
+    site = site.decode().strip()
     probe = "import scanrewrite, scanrewrite.runtime; print(scanrewrite.__file__)"
     # Run outside the checkout, whose own `scanrewrite` would come first.
     where = run(sys.executable, "-c", probe, env={**ENV, "PYTHONPATH": site}, cwd=work).stdout.decode().strip()

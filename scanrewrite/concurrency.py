@@ -125,9 +125,11 @@ def _rewrite_notebook_bytes(
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
         return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
     diff = None
-    if result.changed and write_back.shows_diff:
-        # The patch of the JSON text applies with `git apply`; the cells' diff only reads better.
-        diff = notebook_diff(result.changes, display) if write_back.diffs_cells else unified_diff(original, result.code, display)
+    if result.changed and write_back.diffs_cells:
+        diff = notebook_diff(result.changes, display)
+    elif result.changed and write_back.shows_diff:
+        # A patch of the JSON text, which `git apply` takes; the cells' diff only reads better.
+        diff = unified_diff(original, result.code, display)
     return (
         FileResult(
             display,

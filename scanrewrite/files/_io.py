@@ -137,16 +137,31 @@ def _write_through(path: Path, new: bytes, original: bytes) -> None:
     except OSError as exc:
         raise FileError(f"cannot write: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "r+b") as file:
-            if file.read() != original:
-                raise FileError(_CHANGED)
-            file.seek(0)
-            file.write(new)
-            file.truncate()
-            file.flush()
-            os.fsync(file.fileno())
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        if b"".join(chunks) != original:
+            raise FileError(_CHANGED)
+        try:
+            _overwrite(fd, new)
+        except OSError:
+            # E.g. the disk filled up past the old size: the old bytes fit where they were.
+            with contextlib.suppress(OSError):
+                _overwrite(fd, original)
+            raise
     except OSError as exc:
         raise FileError(f"cannot write: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _overwrite(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
 
 
 def _remove(path: str) -> None:
