@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,9 @@ def test_a_signal_ends_the_run_at_once(tmp_path: Path, jobs: int, number: int, g
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    # Whatever goes wrong, the test ends: a run still going after two minutes is killed.
+    watchdog = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
+    watchdog.start()
     try:
         first = process.stderr.readline()
         assert first == b"rewritten a000.py\n"
@@ -78,6 +82,7 @@ def test_a_signal_ends_the_run_at_once(tmp_path: Path, jobs: int, number: int, g
         process.wait(timeout=30)
         ended = time.monotonic() - sent
     finally:
+        watchdog.cancel()
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()

@@ -9,7 +9,6 @@ only the packages the command line needs.
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,8 +41,7 @@ def python(tmp_path: Path) -> list[str]:
 
 
 def run(python: list[str], code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return subprocess.run([*python, code, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run([*python, code, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def test_jax_cannot_be_imported(python: list[str], tmp_path: Path) -> None:
