@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,15 @@ def check(condition: bool, message: str) -> None:
 def main() -> None:
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="scanrewrite-wheel-"))
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", ".")
+    # Built from a copy of the files git would commit: setuptools writes build/ and
+    # *.egg-info into the tree it builds, and an ignored file must not slip into the wheel.
+    source = work / "source"
+    files = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", source)
     [wheel] = (work / "dist").glob("scanrewrite-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -79,6 +88,7 @@ def main() -> None:
     # Run outside the checkout, whose own `scanrewrite` would come first.
     where = run(sys.executable, "-c", probe, env={**ENV, "PYTHONPATH": site}, cwd=work).stdout.decode().strip()
     check(where.startswith(site), f"scanrewrite.runtime imported from {where}, not from the installed wheel")
+    shutil.rmtree(work, ignore_errors=True)
     print(f"wheel: {wheel.name} built, installed and run in {time.monotonic() - start:.0f} s", file=sys.stderr)
 
 
