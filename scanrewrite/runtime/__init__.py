@@ -29,11 +29,23 @@ import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _levels, _memory, _override, _staging, _trace
 from scanrewrite.runtime._compat import lax_unroll
+from scanrewrite.runtime._flax import linen_scan, nnx_scan
 from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
 
-__all__ = ["ORIGINAL", "Site", "eqxi_scan", "fori_loop", "map", "override", "record_sites", "scan"]
+__all__ = [
+    "ORIGINAL",
+    "Site",
+    "eqxi_scan",
+    "fori_loop",
+    "linen_scan",
+    "map",
+    "nnx_scan",
+    "override",
+    "record_sites",
+    "scan",
+]
 
 _Carry = TypeVar("_Carry")
 _X = TypeVar("_X")

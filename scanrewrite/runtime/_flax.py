@@ -1,0 +1,122 @@
+"""`nnx_scan` and `linen_scan`: Flax's scan-over-layers transforms, with the loop chunked.
+
+Both run Flax's own transform (`flax.nnx.scan`, `flax.linen.scan`) on a shadow of its module
+(`_reroute`) whose `jax.lax.scan` is the runtime's `scan`: Flax builds the same parameter tree,
+splits the RNG streams per step, stacks and updates variables and handles `Carry`, `StateAxes`,
+broadcasts and `sow` exactly as it does unrewritten, and only the loop over the stacked arrays
+runs as checkpointed chunks of `unroll` straight-line steps. Flax is imported when they are
+called, never when the runtime is.
+
+A per-step `nnx.remat`, `nn.remat` or `nn.checkpoint` of the scanned function is a checkpoint
+equation inside Flax's step, beside Flax's own bookkeeping; it is taken off the step and its
+policy handed to the chunks (`_absorb`), as `scan` does for a step that is only a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from scanrewrite.runtime import _override
+
+__all__ = ["linen_scan", "nnx_scan"]
+
+
+def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels: Any) -> Callable:
+    """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with this call's settings
+    (resolved when the loop is traced, where an `override` may be in force)."""
+    from scanrewrite.runtime import _scan
+    from scanrewrite.runtime._flax_absorb import absorb
+
+    def scan(f, init, xs=None, length=None, reverse=False, unroll_=1, _split_transpose=False, **kwargs):
+        # Flax passes its own `unroll` (by keyword): the rewrite's `unroll` is the one that counts.
+        del unroll_, kwargs
+        settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels)
+        if settings["checkpoint"] is not False and settings["unroll"] is not _override.ORIGINAL:
+            f, policy = absorb(f, init, xs)
+            if policy is not None and settings["checkpoint"] is True:
+                settings = {**settings, "checkpoint": policy}
+        return _scan(f, init, xs, length, reverse, _split_transpose, settings)
+
+    return scan
+
+
+def nnx_scan(
+    f: Any = None,
+    *,
+    unroll: int | bool = 1,
+    checkpoint: bool | Callable[..., Any] = True,
+    levels: int | Literal["auto"] = 1,
+    **kwargs: Any,
+) -> Any:
+    """As `flax.nnx.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
+
+    **Arguments:**
+
+    - `f` and every keyword of `flax.nnx.scan` (`length`, `reverse`, `in_axes`, `out_axes`,
+        `transform_metadata`, ...): As `flax.nnx.scan`, passed to it unchanged. Without `f`,
+        a decorator, as `flax.nnx.scan(in_axes=...)` is.
+    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan`. Flax's own `unroll`
+        is not used: `unroll` here is the chunk size.
+
+    **Returns:**
+
+    What `flax.nnx.scan` returns: the same parameters, random numbers, state updates, outputs
+    and gradients, for the same arguments.
+    """
+    import flax.nnx.transforms.iteration as iteration
+
+    from scanrewrite.runtime._reroute import shadow
+
+    site = _override.call_site()
+    module = shadow(iteration, _scan_for(site, unroll, checkpoint, levels))
+    if f is None:
+        return module.scan(**kwargs)
+    return module.scan(f, **kwargs)
+
+
+def linen_scan(
+    target: Any,
+    variable_axes: Mapping[Any, Any] = {},
+    variable_broadcast: Any = False,
+    variable_carry: Any = False,
+    split_rngs: Mapping[Any, bool] = {},
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    length: int | None = None,
+    reverse: bool = False,
+    unroll: int | bool = 1,
+    *args: Any,
+    checkpoint: bool | Callable[..., Any] = True,
+    levels: int | Literal["auto"] = 1,
+    **kwargs: Any,
+) -> Any:
+    """As `flax.linen.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
+
+    **Arguments:**
+
+    - `target` and every other argument of `flax.linen.scan` (`variable_axes`, `split_rngs`,
+        `in_axes`, `length`, `methods`, `data_transform`, ...): As `flax.linen.scan`, passed
+        to it unchanged, positionally or by keyword.
+    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan` (`unroll` is the chunk
+        size, not Flax's).
+
+    **Returns:**
+
+    What `flax.linen.scan` returns (a module class, or a function of a module): `init` with the
+    same seed gives the same parameters, and `apply` the same outputs, state and gradients.
+    """
+    import flax.core.axes_scan as axes_scan
+    import flax.core.lift as lift
+    import flax.linen.transforms as transforms
+
+    from scanrewrite.runtime._reroute import shadow
+
+    site = _override.call_site()
+    scan = _scan_for(site, unroll, checkpoint, levels)
+    shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
+    module = shadow(transforms, scan, {"lift": shadow_lift})
+    return module.scan(
+        target, variable_axes, variable_broadcast, variable_carry, split_rngs, in_axes, out_axes, length, reverse,
+        1, *args, **kwargs,
+    )  # fmt: skip
