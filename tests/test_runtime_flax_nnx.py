@@ -97,7 +97,7 @@ def test_same_program(case):
     k = options.pop("k")
     runtime_options = {"levels": options.pop("levels")} if "levels" in options else {}
     if options.get("decorator"):
-        scan = lambda body=None, **kw: runtime.nnx_scan(body, unroll=k, **runtime_options, **kw)  # noqa: E731
+        scan = lambda **kw: runtime.nnx_scan(unroll=k, **runtime_options, **kw)  # noqa: E731
         expected_scan = lambda **kw: nnx.scan(**kw)  # noqa: E731
     else:
         scan = rewritten(k, **runtime_options)

@@ -41,23 +41,45 @@ def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels:
     return scan
 
 
+class _Default:
+    """An argument not given: Flax's default applies (its defaults are Flax's objects)."""
+
+    def __repr__(self) -> str:
+        return "<Flax's default>"
+
+
+_DEFAULT: Any = _Default()
+
+
+def _given(**arguments: Any) -> dict[str, Any]:
+    return {name: value for name, value in arguments.items() if value is not _DEFAULT}
+
+
 def nnx_scan(
-    f: Any = None,
+    f: Any = _DEFAULT,
     *,
+    length: int | None = _DEFAULT,
+    reverse: bool = _DEFAULT,
     unroll: int | bool = 1,
+    _split_transpose: bool = _DEFAULT,
+    in_axes: Any = _DEFAULT,
+    out_axes: Any = _DEFAULT,
+    transform_metadata: Mapping[str, Any] = _DEFAULT,
+    graph: bool | None = _DEFAULT,
+    graph_updates: bool | None = _DEFAULT,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
-    **kwargs: Any,
 ) -> Any:
     """As `flax.nnx.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
 
     **Arguments:**
 
-    - `f` and every keyword of `flax.nnx.scan` (`length`, `reverse`, `in_axes`, `out_axes`,
-        `transform_metadata`, ...): As `flax.nnx.scan`, passed to it unchanged. Without `f`,
-        a decorator, as `flax.nnx.scan(in_axes=...)` is.
-    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan`. Flax's own `unroll`
-        is not used: `unroll` here is the chunk size.
+    - `f`, `length`, `reverse`, `_split_transpose`, `in_axes`, `out_axes`,
+        `transform_metadata`, `graph`, `graph_updates`: As `flax.nnx.scan`, passed to it
+        unchanged where given (so a Flax without `graph` works as long as it is not passed).
+        Without `f`, a decorator, as `flax.nnx.scan(in_axes=...)` is.
+    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan`. `unroll` is the chunk
+        size; Flax's own loop is not unrolled.
 
     **Returns:**
 
@@ -70,34 +92,41 @@ def nnx_scan(
 
     site = _override.call_site()
     module = shadow(iteration, _scan_for(site, unroll, checkpoint, levels))
-    if f is None:
-        return module.scan(**kwargs)
-    return module.scan(f, **kwargs)
+    kwargs = _given(
+        length=length, reverse=reverse, _split_transpose=_split_transpose, in_axes=in_axes, out_axes=out_axes,
+        transform_metadata=transform_metadata, graph=graph, graph_updates=graph_updates,
+    )  # fmt: skip
+    return module.scan(**kwargs) if f is _DEFAULT else module.scan(f, **kwargs)
 
 
 def linen_scan(
     target: Any,
-    variable_axes: Mapping[Any, Any] = {},
-    variable_broadcast: Any = False,
-    variable_carry: Any = False,
-    split_rngs: Mapping[Any, bool] = {},
-    in_axes: Any = 0,
-    out_axes: Any = 0,
-    length: int | None = None,
-    reverse: bool = False,
+    variable_axes: Mapping[Any, Any] = _DEFAULT,
+    variable_broadcast: Any = _DEFAULT,
+    variable_carry: Any = _DEFAULT,
+    split_rngs: Mapping[Any, bool] = _DEFAULT,
+    in_axes: Any = _DEFAULT,
+    out_axes: Any = _DEFAULT,
+    length: int | None = _DEFAULT,
+    reverse: bool = _DEFAULT,
     unroll: int | bool = 1,
-    *args: Any,
+    data_transform: Callable[..., Any] | None = _DEFAULT,
+    metadata_params: Mapping[Any, Any] = _DEFAULT,
+    methods: Any = _DEFAULT,
+    _split_transpose: bool = _DEFAULT,
+    check_constancy_invariants: bool = _DEFAULT,
+    *,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
-    **kwargs: Any,
 ) -> Any:
     """As `flax.linen.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
 
     **Arguments:**
 
     - `target` and every other argument of `flax.linen.scan` (`variable_axes`, `split_rngs`,
-        `in_axes`, `length`, `methods`, `data_transform`, ...): As `flax.linen.scan`, passed
-        to it unchanged, positionally or by keyword.
+        `in_axes`, `length`, `methods`, `data_transform`, ...), in its order: As
+        `flax.linen.scan`, passed to it unchanged where given (so a Flax without
+        `check_constancy_invariants` works as long as it is not passed).
     - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan` (`unroll` is the chunk
         size, not Flax's).
 
@@ -116,7 +145,10 @@ def linen_scan(
     scan = _scan_for(site, unroll, checkpoint, levels)
     shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
     module = shadow(transforms, scan, {"lift": shadow_lift})
-    return module.scan(
-        target, variable_axes, variable_broadcast, variable_carry, split_rngs, in_axes, out_axes, length, reverse,
-        1, *args, **kwargs,
+    kwargs = _given(
+        variable_axes=variable_axes, variable_broadcast=variable_broadcast, variable_carry=variable_carry,
+        split_rngs=split_rngs, in_axes=in_axes, out_axes=out_axes, length=length, reverse=reverse,
+        data_transform=data_transform, metadata_params=metadata_params, methods=methods,
+        _split_transpose=_split_transpose, check_constancy_invariants=check_constancy_invariants,
     )  # fmt: skip
+    return module.scan(target, **kwargs)
