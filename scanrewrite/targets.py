@@ -81,6 +81,32 @@ TARGETS: tuple[Target, ...] = (
         added=("unroll", "checkpoint", "levels"),
         default=False,
     ),
+    Target(
+        name="nnx.scan",
+        qualified_name="flax.nnx.scan",
+        replacement="scanrewrite.runtime.nnx_scan",
+        params=("f",),
+        keyword_only=(
+            "length", "reverse", "unroll", "_split_transpose", "in_axes", "out_axes", "transform_metadata",
+            "graph", "graph_updates", "checkpoint", "levels",
+        ),  # fmt: skip
+        added=("checkpoint", "levels"),
+        default=False,
+    ),
+    Target(
+        name="linen.scan",
+        qualified_name="flax.linen.scan",
+        replacement="scanrewrite.runtime.linen_scan",
+        params=(
+            "target", "variable_axes", "variable_broadcast", "variable_carry", "split_rngs", "in_axes", "out_axes",
+            "length", "reverse", "unroll", "data_transform", "metadata_params", "methods", "_split_transpose",
+            "check_constancy_invariants",
+        ),  # fmt: skip
+        keyword_only=("checkpoint", "levels"),
+        added=("checkpoint", "levels"),
+        default=False,
+        body="target",
+    ),
 )
 
 #: The names a selection is made of, in the table's order.

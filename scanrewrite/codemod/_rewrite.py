@@ -16,6 +16,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
+from scanrewrite.codemod._applied import Applied, body_remat, find_applied, flax_resolver, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
@@ -186,6 +187,8 @@ class Rewriter:
         self._call_lines: set[int] = set()
         self._per_step: dict[cst.Call, PerStep] = {}
         self._chunked: set[cst.CSTNode] = set()
+        #: The per-step Flax remat of a Flax scan (its call, or the call an applied scan stands for).
+        self._flax_remat: dict[cst.Call, str] = {}
 
     def transform(self, wrapper: MetadataWrapper) -> cst.Module:
         """`wrapper.module` rewritten, with the scheduled import additions and removals
@@ -208,12 +211,32 @@ class Rewriter:
             self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
         if may_wrap(code):
             self._per_step, self._chunked = read_bodies(module, self._scopes, resolver, survey.found)
-        calls: dict[cst.Call, tuple[Target, list[cst.Arg]]] = {}
+        calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]] = {}
+        applied: dict[cst.CSTNode, Applied] = {}
+        if "flax" in code:
+            applied, decorator_remats = find_applied(module, self._scopes, survey.found)
+            self._flax_remat.update(decorator_remats)
+            flax_names = flax_resolver(self._scopes)
+            for node, resolved in survey.found:
+                remat = body_remat(node, resolved, flax_names) if isinstance(node, cst.Call) and isinstance(resolved, Target) else None
+                if remat is not None:
+                    self._flax_remat[node] = remat
         for node, resolved in survey.found:
             if isinstance(node, cst.Call):
                 planned = self._plan(node, resolved)
                 if planned is not None:
                     calls[node] = planned
+            elif node in applied:
+                # A decorator or a functools.partial of the scan: planned as the call it stands for.
+                use = applied[node]
+                self._lines[use.as_call] = self._lines[node]
+                # The resolver's scopes, which `_new_args` reads at the call.
+                self._resolver.scopes = self._scopes = {**self._scopes, use.as_call: self._scopes[node]}
+                if use.remat is not None:
+                    self._flax_remat[use.as_call] = use.remat
+                planned = self._plan(use.as_call, resolved)
+                if planned is not None:
+                    calls[use.site] = planned
             else:
                 self._check_reference(node, resolved)
         for line, pragma in self._pragmas.items():
@@ -223,8 +246,10 @@ class Rewriter:
         self.skipped.sort(key=lambda skipped: skipped.line)
         if not calls:
             return module
-        dropped = schedule_import_removal(self._context, wrapper, self._scopes, [call.func for call in calls])
-        replacer = _ReplaceCalls(calls, module, self.line_length, code)
+        applied_sites = {use.site: use for use in applied.values()}
+        callees = [applied_sites[node].reference if node in applied_sites else node.func for node in calls]
+        dropped = schedule_import_removal(self._context, wrapper, self._scopes, callees)
+        replacer = _ReplaceCalls(calls, module, self.line_length, code, set(applied_sites))
         module = module.visit(replacer)
         return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
 
@@ -268,6 +293,9 @@ class Rewriter:
         absorbed = None
         if per_step is not None:
             note, absorbed = per_step_note(per_step, call, resolved, self.checkpoint)
+            notes.extend([note] if note else [])
+        elif call in self._flax_remat:
+            note, absorbed = per_step_note(PerStep(self._flax_remat[call]), call, resolved, self.checkpoint)
             notes.extend([note] if note else [])
         self.rewritten.append(Rewritten(line, resolved.qualified_name, "; ".join(notes) or None, absorbed))
         return resolved, plan
@@ -323,13 +351,16 @@ class _ReplaceCalls(KeepLayout):
 
     def __init__(
         self,
-        calls: dict[cst.Call, tuple[Target, list[cst.Arg]]],
+        calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]],
         module: cst.Module,
         line_length: int | None,
         code: str,
+        applied: set[cst.CSTNode] = frozenset(),
     ) -> None:
         super().__init__(module, line_length, code)
         self._calls = calls
+        #: The decorators and `functools.partial` calls that apply a scan (see `_applied`).
+        self._applied = applied
         self._top_level: dict[cst.CSTNode, int] = {}
         self._current: int | None = None
         #: The index in the module's body of the first statement with a replaced call;
@@ -344,14 +375,26 @@ class _ReplaceCalls(KeepLayout):
             self._current = self._top_level[node]
         return super().on_visit(node)
 
+    def leave_Decorator(self, original_node: cst.Decorator, updated_node: cst.Decorator) -> cst.Decorator:
+        planned = self._calls.get(original_node)
+        if planned is None:
+            return updated_node
+        self._used()
+        return replace_applied(original_node, updated_node, planned)
+
+    def _used(self) -> None:
+        self.edited()
+        if self.first_use is None:
+            self.first_use = self._current
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         planned = self._calls.get(original_node)
         if planned is None:
             return updated_node
-        self.edited()
+        self._used()
+        if original_node in self._applied:
+            return replace_applied(original_node, updated_node, planned)
         target, plan = planned
-        if self.first_use is None:
-            self.first_use = self._current
         func = cst.parse_expression(target.replacement).with_changes(
             lpar=updated_node.func.lpar, rpar=updated_node.func.rpar
         )

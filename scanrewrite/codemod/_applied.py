@@ -1,0 +1,132 @@
+"""Flax's scans applied rather than called, and the per-step Flax remat inside them.
+
+`nnx.scan` is as often a decorator as a call: bare (`@nnx.scan`), with its options
+(`@nnx.scan(in_axes=...)`, a call the table already rewrites) or bound with
+`functools.partial(nnx.scan, in_axes=...)`. A bare decorator becomes
+`@scanrewrite.runtime.nnx_scan(unroll=k)` (which returns the same decorator); in a
+`functools.partial`, the scan is swapped for its replacement and the new options are appended
+to the partial. Both are planned here from the references the survey found, and replaced by
+`_rewrite._ReplaceCalls`.
+
+A scanned function wrapped in `nnx.remat`, `nn.remat` or `nn.checkpoint` (as the first
+argument, or as the decorator right under the scan) is a per-step checkpoint that the runtime
+takes over (`runtime._flax_absorb`, whatever its `static_argnums` or `policy`): it gets the
+same `-v` note as a `jax.checkpoint` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import Scope
+
+from scanrewrite.codemod._arguments import append_args
+from scanrewrite.codemod._discovery import Resolver
+from scanrewrite.targets import Target
+
+__all__ = ["FLAX_REMATS", "Applied", "body_remat", "find_applied", "flax_remat", "flax_resolver", "replace_applied"]
+
+#: Flax's per-step checkpoints, by qualified name.
+FLAX_REMATS = ("flax.nnx.remat", "flax.linen.remat", "flax.linen.checkpoint")
+_PARTIAL = "functools.partial"
+# What the resolver maps a found name to (a plain string would read as an ambiguity's reason).
+_NAMED = "named"
+
+
+def flax_resolver(scopes: Mapping[cst.CSTNode, Scope | None]) -> Resolver:
+    """A resolver of `functools.partial` and the Flax remats, to `("named", qualified name)`."""
+    return Resolver(scopes, {name: (_NAMED, name) for name in (_PARTIAL, *FLAX_REMATS)})
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A scan reference used as a decorator (`site` is the `cst.Decorator`) or bound by a
+    `functools.partial` (`site` is that call)."""
+
+    reference: cst.Name | cst.Attribute
+    site: cst.Decorator | cst.Call
+    #: The call the new arguments are planned against (the partial's other arguments).
+    as_call: cst.Call
+    #: The per-step Flax checkpoint under it, if any.
+    remat: str | None = None
+
+
+def flax_remat(expression: cst.BaseExpression | None, resolver: Resolver) -> str | None:
+    """The qualified name of the Flax remat `expression` is or calls, else None."""
+    if isinstance(expression, cst.Call):
+        expression = expression.func
+    if expression is None:
+        return None
+    found = resolver.resolve(expression)
+    return found[1] if isinstance(found, tuple) and found[1] in FLAX_REMATS else None
+
+
+def body_remat(call: cst.Call, target: Target, resolver: Resolver) -> str | None:
+    """The Flax remat around the function (or module class) a Flax scan call scans, if any."""
+    if not target.qualified_name.startswith("flax."):
+        return None
+    first = next((arg for arg in call.args if arg.keyword is None and not arg.star), None)
+    named = next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == target.body), None)
+    arg = first or named
+    return flax_remat(arg.value, resolver) if arg is not None and isinstance(arg.value, cst.Call) else None
+
+
+class _Finder(cst.CSTVisitor):
+    def __init__(self, references: Mapping[cst.CSTNode, object], partial: Resolver, remats: Resolver) -> None:
+        self.references = references
+        self.partial = partial
+        self.remats = remats
+        self.found: dict[cst.CSTNode, Applied] = {}
+        #: `@nnx.scan(...)` decorators (calls) with a Flax remat right under them.
+        self.calls: set[cst.CSTNode] = set()
+        self.call_remats: dict[cst.CSTNode, str] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        decorators = node.decorators
+        for index, decorator in enumerate(decorators):
+            under = decorators[index + 1].decorator if index + 1 < len(decorators) else None
+            remat = flax_remat(under, self.remats)
+            if decorator.decorator in self.calls and remat is not None:
+                self.call_remats[decorator.decorator] = remat
+            if decorator.decorator in self.references:
+                call = cst.Call(func=decorator.decorator)
+                self.found[decorator.decorator] = Applied(decorator.decorator, decorator, call, remat)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return
+        reference = node.args[0].value
+        if reference in self.references and self.partial.resolve(node.func) == (_NAMED, _PARTIAL):
+            call = cst.Call(func=reference, args=node.args[1:])
+            self.found[reference] = Applied(reference, node, call)
+
+
+def find_applied(
+    module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], found: Sequence[tuple[cst.CSTNode, object]]
+) -> tuple[dict[cst.CSTNode, Applied], dict[cst.CSTNode, str]]:
+    """The references among `found` (to a selected `nnx.scan`) that are applied, by reference;
+    and the `@nnx.scan(...)` decorator calls with a Flax remat right under them, to its name."""
+    nnx = [node for node, target in found if isinstance(target, Target) and target.qualified_name == "flax.nnx.scan"]
+    references = {node: True for node in nnx if not isinstance(node, cst.Call)}
+    if not nnx:
+        return {}, {}
+    resolver = flax_resolver(scopes)
+    finder = _Finder(references, resolver, resolver)
+    finder.calls = {node for node in nnx if isinstance(node, cst.Call)}
+    module.visit(finder)
+    return finder.found, finder.call_remats
+
+
+def replace_applied(
+    original: cst.CSTNode, updated: cst.CSTNode, planned: tuple[Target, list[cst.Arg]]
+) -> cst.CSTNode:
+    """`updated` (a decorator or a `functools.partial` call) with its scan replaced."""
+    target, new_args = planned
+    replacement = cst.parse_expression(target.replacement)
+    if isinstance(updated, cst.Decorator):
+        return updated.with_changes(decorator=cst.Call(func=replacement, args=append_args(cst.Call(replacement), new_args)))
+    assert isinstance(updated, cst.Call)
+    first = updated.args[0].with_changes(value=replacement)
+    return updated.with_changes(args=append_args(updated.with_changes(args=(first, *updated.args[1:])), new_args))
