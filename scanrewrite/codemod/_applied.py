@@ -24,9 +24,10 @@ from libcst.metadata import Scope
 
 from scanrewrite.codemod._arguments import append_args
 from scanrewrite.codemod._discovery import Resolver
+from scanrewrite.codemod._layout import relayout
 from scanrewrite.targets import Target
 
-__all__ = ["FLAX_REMATS", "Applied", "body_remat", "find_applied", "flax_remat", "flax_resolver", "replace_applied"]
+__all__ = ["FLAX_REMATS", "Applied", "body_remat", "find_applied", "flax_remat", "flax_resolver", "relayout_decorator", "replace_applied"]
 
 #: Flax's per-step checkpoints, by qualified name.
 FLAX_REMATS = ("flax.nnx.remat", "flax.linen.remat", "flax.linen.checkpoint")
@@ -130,3 +131,48 @@ def replace_applied(
     assert isinstance(updated, cst.Call)
     first = updated.args[0].with_changes(value=replacement)
     return updated.with_changes(args=append_args(updated.with_changes(args=(first, *updated.args[1:])), new_args))
+
+
+def relayout_decorator(
+    original: cst.Decorator, updated: cst.Decorator, indent: str, line_length: int, module: cst.Module
+) -> cst.Decorator:
+    """`updated` laid out as the formatters lay out a decorator (an expression statement one
+    `@` narrower), if `original` is laid out as they would."""
+
+    def statement(decorator: cst.Decorator) -> cst.SimpleStatementLine:
+        return cst.SimpleStatementLine([cst.Expr(decorator.decorator)], trailing_whitespace=decorator.trailing_whitespace)
+
+    laid_out = relayout(statement(original), statement(updated), indent, line_length - 1, module)
+    expression = laid_out.body[0]
+    assert isinstance(expression, cst.Expr)
+    return updated.with_changes(decorator=expression.value, trailing_whitespace=laid_out.trailing_whitespace)
+
+
+def runtime_partials(module: cst.Module, calls: object) -> dict[cst.Call, Target]:
+    """The `functools.partial(scanrewrite.runtime.nnx_scan, ...)` calls in `module`, added to
+    `calls` (a `_writeback.RuntimeCalls`) as runtime calls of their own, for the revert."""
+    from scanrewrite.codemod._discovery import Survey
+    from scanrewrite.codemod._parsing import node_lines
+
+    survey = Survey(calls.resolver.resolve)
+    module.visit(survey)
+    references = {node: target for node, target in survey.found if not isinstance(node, cst.Call)}
+    if not references:
+        return {}
+    finder = _Finder(references, flax_resolver(calls.scopes), flax_resolver(calls.scopes))
+    module.visit(finder)
+    partials = {use.site: references[use.reference] for use in finder.found.values() if isinstance(use.site, cst.Call)}
+    calls.lines.update(node_lines(module, set(partials)))
+    for partial, target in partials.items():
+        calls.by_line.setdefault(calls.lines[partial][0], []).append((partial, target))
+        calls.targets[partial] = target
+    return partials
+
+
+def reverted_decorator(original: cst.Decorator, updated: cst.Decorator) -> cst.Decorator:
+    """`@nnx.scan` again where the revert left `@nnx.scan()` of a call that had arguments
+    (the rewrite of a bare decorator)."""
+    before, after = original.decorator, updated.decorator
+    if isinstance(before, cst.Call) and isinstance(after, cst.Call) and before.args and not after.args:
+        return updated.with_changes(decorator=after.func)
+    return updated

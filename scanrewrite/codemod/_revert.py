@@ -35,6 +35,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator, runtime_partials
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.codemod._layout import KeepLayout
@@ -80,6 +81,8 @@ def revert(
     calls = RuntimeCalls(parsed.module)
     if calls.skip_file is not None:
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
+    # `functools.partial(scanrewrite.runtime.nnx_scan, ...)`: the scan is its first argument.
+    partials = runtime_partials(parsed.module, calls) if b"nnx_scan" in source else {}
     skipped = [Skipped(line, NO_CALL) for line in sorted((wanted or set()) - set(calls.by_line))]
     plans: dict[cst.Call, _Plan] = {}
     for line, found in sorted(calls.by_line.items()):
@@ -111,11 +114,11 @@ def revert(
         return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
     for name in spellings.import_top:
         AddImportsVisitor.add_needed_import(context, name)
-    gone = [call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
+    gone = [call.args[0].value if call in partials else call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
     unused = unused_imports(calls.scopes, gone)
     # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
     unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
-    replacer = _Revert(plans, parsed.module, line_length)
+    replacer = _Revert(plans, parsed.module, line_length, set(partials))
     module = parsed.module.visit(replacer)
     module = spellings.extend_from_imports(module)
     # As the rewrite: the import added first, placed knowing which lines go, then those go.
@@ -233,9 +236,23 @@ class _Revert(KeepLayout):
     It leaves the import nodes themselves as they are (the same objects), so that
     `ImportPruner` finds the unused ones afterwards."""
 
-    def __init__(self, plans: dict[cst.Call, _Plan], module: cst.Module, line_length: int) -> None:
+    def __init__(
+        self, plans: dict[cst.Call, _Plan], module: cst.Module, line_length: int, partials: set[cst.Call] = frozenset()
+    ) -> None:
         super().__init__(module, line_length)
         self._plans = plans
+        self._partials = partials
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        self._edit_count_before.append(self._edit_count)
+
+    def leave_Decorator(self, original_node: cst.Decorator, updated_node: cst.Decorator) -> cst.Decorator:
+        if original_node.decorator in self._plans:
+            updated_node = reverted_decorator(original_node, updated_node)
+        if self._edit_count_before.pop() == self._edit_count or self._line_length is None:
+            return updated_node
+        # A decorator is no simple statement, which is what `KeepLayout` lays out again.
+        return relayout_decorator(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
@@ -248,4 +265,8 @@ class _Revert(KeepLayout):
         func = cst.parse_expression(plan.callee).with_changes(lpar=updated_node.func.lpar, rpar=updated_node.func.rpar)
         names = {arg.keyword.value for arg in plan.dropped if arg.keyword is not None}
         self.edited()
+        if original_node in self._partials:
+            first = updated_node.args[0].with_changes(value=func.with_changes(lpar=(), rpar=()))
+            updated_node = updated_node.with_changes(args=(first, *updated_node.args[1:]))
+            return updated_node.with_changes(args=remove_args(updated_node, names))
         return updated_node.with_changes(func=func, args=remove_args(updated_node, names))

@@ -16,7 +16,14 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
-from scanrewrite.codemod._applied import Applied, body_remat, find_applied, flax_resolver, replace_applied
+from scanrewrite.codemod._applied import (
+    Applied,
+    body_remat,
+    find_applied,
+    flax_resolver,
+    relayout_decorator,
+    replace_applied,
+)
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
@@ -375,12 +382,19 @@ class _ReplaceCalls(KeepLayout):
             self._current = self._top_level[node]
         return super().on_visit(node)
 
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        self._edit_count_before.append(self._edit_count)
+
     def leave_Decorator(self, original_node: cst.Decorator, updated_node: cst.Decorator) -> cst.Decorator:
+        # A decorator is no simple statement, which is what `KeepLayout` lays out again.
         planned = self._calls.get(original_node)
-        if planned is None:
+        if planned is not None:
+            self._used()
+            updated_node = replace_applied(original_node, updated_node, planned)
+        if self._edit_count_before.pop() == self._edit_count or self._line_length is None:
             return updated_node
-        self._used()
-        return replace_applied(original_node, updated_node, planned)
+        indent = "".join(self._indents)
+        return relayout_decorator(original_node, updated_node, indent, self._line_length, self._module)
 
     def _used(self) -> None:
         self.edited()
