@@ -92,7 +92,7 @@ def test_bad_targets_exit_2(project: Path, args: list[str], message: str) -> Non
     ("setting", "message"),
     [
         ('targets = "lax.mapp"', "error: pyproject.toml: [tool.scanrewrite] targets: unknown target 'lax.mapp' "
-         "(did you mean 'lax.map'?); the targets are lax.scan, eqxi.scan, lax.fori_loop, lax.map"),
+         "(did you mean 'lax.map'?); the targets are lax.scan, eqxi.scan, lax.fori_loop, lax.map, nnx.scan, linen.scan"),
         ("targets = 3", "error: pyproject.toml: [tool.scanrewrite] targets: expected names separated by commas, got 3"),
     ],
 )
