@@ -11,7 +11,7 @@ import importlib.util
 import platform
 import sys
 
-SHOWN = ("jax", "jaxlib", "equinox", "libcst", "click", "pathspec", "tomli", "pytest", "hypothesis")
+SHOWN = ("jax", "jaxlib", "equinox", "flax", "libcst", "click", "pathspec", "tomli", "pytest", "hypothesis")
 
 
 def installed(name: str) -> str | None:

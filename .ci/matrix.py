@@ -68,7 +68,7 @@ class Part:
     # "lowest": every `>=` bound in pyproject.toml pinned with `==`; "newest": the newest releases
     # (upgraded on every run); or a tuple of pins, the rest newest.
     versions: str | tuple[str, ...]
-    with_jax: bool  # install the `runtime` extra (jax, equinox), or the command line's deps only
+    with_jax: bool  # install the `runtime` and `flax` extras (jax, equinox, flax), or the command line's deps only
     tests: tuple[str, ...]
 
 
@@ -180,7 +180,8 @@ def prepare(part: Part, python: str, env: dict[str, str]) -> Path | None:
             return None
     constraints = ENVS / f"{part.name}.constraints.txt"
     constraints.write_text("".join(pin + "\n" for pin in pins))
-    extras = "runtime,test-cli" if part.with_jax else "test-cli"
+    # Flax too, so that the Flax tests run (they skip only where flax is not installed).
+    extras = "runtime,flax,test-cli" if part.with_jax else "test-cli"
     install = [str(bin_python), "-m", "pip", "install", "-q", "-c", str(constraints), "-e", f".[{extras}]"]
     if part.versions == "newest":
         install[5:5] = ["--upgrade", "--upgrade-strategy", "eager"]

@@ -195,7 +195,8 @@ def _write_stdout(data: bytes) -> None:
     "--revert",
     is_flag=True,
     help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan, equinox.internal.scan, "
-    "jax.lax.fori_loop and jax.lax.map calls they replaced (dropping unroll=, checkpoint= and levels=).",
+    "jax.lax.fori_loop, jax.lax.map, flax.nnx.scan and flax.linen.scan calls they replaced (dropping unroll=, "
+    "checkpoint= and levels=).",
 )
 @click.option(
     "--targets",
@@ -204,7 +205,8 @@ def _write_stdout(data: bytes) -> None:
     show_default=True,
     metavar="NAMES",
     help=f"The APIs whose calls are rewritten, comma-separated, out of {', '.join(TARGET_NAMES)}. "
-    "Add lax.fori_loop and lax.map for loops that are differentiated.",
+    "Add lax.fori_loop and lax.map for loops that are differentiated, nnx.scan and linen.scan for Flax's "
+    "scans over layers.",
 )
 @click.option(
     "--line-length",
@@ -280,7 +282,8 @@ def main(
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
     or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
-    also jax.lax.fori_loop and jax.lax.map calls); with --revert, turn them back.
+    also jax.lax.fori_loop and jax.lax.map calls, and Flax's nnx.scan and nn.scan); with --revert, turn them
+    back.
 
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
