@@ -31,6 +31,8 @@ EXPECTED_REWRITES = {
     "checkpointed_buffers": {"equinox.internal.scan": 1},
     "eqx_module_method": {"equinox.internal.scan": 1},
     "explicit_unroll": {"jax.lax.scan": 2},
+    "flax_linen_remat_scan": {"flax.linen.scan": 1},
+    "flax_nnx_transformer": {"flax.nnx.scan": 1},
     "fori_loop_rollout": {"jax.lax.fori_loop": 3},
     # Its two hand-chunked loops are left alone (see EXPECTED_SKIPS).
     "hand_chunked_loop": {"jax.lax.scan": 1},
@@ -54,12 +56,14 @@ EXPECTED_SKIPS = {
     "skip_pragma": {"skip pragma": 1},
 }
 # The fixtures whose every rewritten call had its per-step checkpoint taken over by the runtime.
-EXPECTED_ABSORBED = {"universal_transformer_checkpoint": 5}
+EXPECTED_ABSORBED = {"universal_transformer_checkpoint": 5, "flax_linen_remat_scan": 1, "flax_nnx_transformer": 1}
 RUNTIME_FUNCTIONS = {
     "jax.lax.scan": "scan",
     "equinox.internal.scan": "eqxi_scan",
     "jax.lax.fori_loop": "fori_loop",
     "jax.lax.map": "map",
+    "flax.nnx.scan": "nnx_scan",
+    "flax.linen.scan": "linen_scan",
 }
 
 # float32 throughout; the rewrite reorders nothing, but XLA may fuse an unrolled, recomputed
@@ -195,6 +199,8 @@ def _in_original_classes(actual, expected):
 
 def _run_both(name, tmp_path, monkeypatch, corrupt=lambda code: code):
     source = _fixture_source(name)
+    if name.startswith("flax_"):
+        pytest.importorskip("flax", reason="flax is not installed (the `flax` extra)")
     rewritten = corrupt(_rewritten(name).code)
     rewritten_path = tmp_path / f"{name}_rewritten.py"
     sites = _record_runtime_calls(monkeypatch, rewritten_path)

@@ -27,6 +27,8 @@ GOLDEN_OPTIONS = {"unroll": 4}
 TARGETS = {
     "fori_loop_rollout": "lax.scan,eqxi.scan,lax.fori_loop",
     "lax_map_per_example": "lax.scan,eqxi.scan,lax.map",
+    "flax_nnx_transformer": "lax.scan,eqxi.scan,nnx.scan,linen.scan",
+    "flax_linen_remat_scan": "lax.scan,eqxi.scan,nnx.scan,linen.scan",
 }
 
 
