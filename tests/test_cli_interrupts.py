@@ -39,6 +39,13 @@ def _children(pid: int) -> set[int]:
     return {int(child) for task in tasks.iterdir() for child in (task / "children").read_text().split()}
 
 
+def _default_signals() -> None:
+    # A suite started in the background by a script inherits SIGINT ignored, which the command
+    # rightly keeps (as it keeps `nohup`'s): what is tested here is a terminal's Ctrl-C.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def _running(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -67,6 +74,7 @@ def test_a_signal_ends_the_run_at_once(tmp_path: Path, jobs: int, number: int, g
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_default_signals,
     )
     # Whatever goes wrong, the test ends: a run still going after two minutes is killed.
     watchdog = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
