@@ -20,6 +20,7 @@ LAYERS = (
     "_layout",
     "_discovery",
     "_checkpoints",
+    "_applied",
     "_import_order",
     "_imports",
     "_rewrite",

@@ -10,8 +10,15 @@ import jax.numpy as jnp  # noqa: E402
 from flaxcheck import assert_flax_close  # noqa: E402
 
 from scanrewrite import runtime  # noqa: E402
+from scanrewrite.runtime._compat import enable_x64  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
+
+@pytest.fixture(autouse=True)
+def _float64():
+    # Within each test only: turned on for the module, x64 would change every later test's dtypes.
+    with enable_x64(True):
+        yield
+
 W = 4
 
 

@@ -120,6 +120,22 @@ def find_applied(
     return finder.found, finder.call_remats
 
 
+def find_flax(
+    module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], found: Sequence[tuple[cst.CSTNode, object]]
+) -> tuple[dict[cst.CSTNode, Applied], dict[cst.CSTNode, str]]:
+    """`find_applied`'s applied scans, and the per-step Flax remat of every selected Flax scan:
+    by its call, by the decorator call with the remat right under it, or by the call an
+    applied scan stands for."""
+    applied, remats = find_applied(module, scopes, found)
+    remats.update({use.as_call: use.remat for use in applied.values() if use.remat is not None})
+    resolver = flax_resolver(scopes)
+    for node, target in found:
+        remat = body_remat(node, target, resolver) if isinstance(node, cst.Call) and isinstance(target, Target) else None
+        if remat is not None:
+            remats[node] = remat
+    return applied, remats
+
+
 def replace_applied(
     original: cst.CSTNode, updated: cst.CSTNode, planned: tuple[Target, list[cst.Arg]]
 ) -> cst.CSTNode:

@@ -16,14 +16,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
-from scanrewrite.codemod._applied import (
-    Applied,
-    body_remat,
-    find_applied,
-    flax_resolver,
-    relayout_decorator,
-    replace_applied,
-)
+from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
@@ -219,15 +212,8 @@ class Rewriter:
         if may_wrap(code):
             self._per_step, self._chunked = read_bodies(module, self._scopes, resolver, survey.found)
         calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]] = {}
-        applied: dict[cst.CSTNode, Applied] = {}
-        if "flax" in code:
-            applied, decorator_remats = find_applied(module, self._scopes, survey.found)
-            self._flax_remat.update(decorator_remats)
-            flax_names = flax_resolver(self._scopes)
-            for node, resolved in survey.found:
-                remat = body_remat(node, resolved, flax_names) if isinstance(node, cst.Call) and isinstance(resolved, Target) else None
-                if remat is not None:
-                    self._flax_remat[node] = remat
+        applied, remats = find_flax(module, self._scopes, survey.found) if "flax" in code else ({}, {})
+        self._flax_remat.update(remats)
         for node, resolved in survey.found:
             if isinstance(node, cst.Call):
                 planned = self._plan(node, resolved)
@@ -239,8 +225,6 @@ class Rewriter:
                 self._lines[use.as_call] = self._lines[node]
                 # The resolver's scopes, which `_new_args` reads at the call.
                 self._resolver.scopes = self._scopes = {**self._scopes, use.as_call: self._scopes[node]}
-                if use.remat is not None:
-                    self._flax_remat[use.as_call] = use.remat
                 planned = self._plan(use.as_call, resolved)
                 if planned is not None:
                     calls[use.site] = planned
