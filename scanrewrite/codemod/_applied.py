@@ -27,7 +27,7 @@ from scanrewrite.codemod._discovery import Resolver
 from scanrewrite.codemod._layout import relayout
 from scanrewrite.targets import Target
 
-__all__ = ["FLAX_REMATS", "Applied", "body_remat", "find_applied", "flax_remat", "flax_resolver", "relayout_decorator", "replace_applied"]
+__all__ = ["Applied", "find_flax", "relayout_decorator", "replace_applied", "reverted_decorator", "runtime_partials"]
 
 #: Flax's per-step checkpoints, by qualified name.
 FLAX_REMATS = ("flax.nnx.remat", "flax.linen.remat", "flax.linen.checkpoint")
