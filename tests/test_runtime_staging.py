@@ -206,10 +206,11 @@ def _line() -> int:
 
 
 def test_public_api_is_unchanged():
-    # The loop functions, plus the tuner's override API (scanrewrite.runtime._override).
+    # The loop functions, Flax's scans, plus the tuner's override API (scanrewrite.runtime._override).
     assert scanrewrite.runtime.__all__ == [
-        "ORIGINAL", "Site", "eqxi_scan", "fori_loop", "map", "override", "record_sites", "scan"
-    ]
+        "ORIGINAL", "Site", "eqxi_scan", "fori_loop", "linen_scan", "map", "nnx_scan", "override", "record_sites",
+        "scan",
+    ]  # fmt: skip
 
 
 def test_entries_per_f_are_bounded(monkeypatch):
