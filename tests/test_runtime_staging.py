@@ -210,7 +210,7 @@ def test_public_api_is_unchanged():
     assert scanrewrite.runtime.__all__ == [
         "ORIGINAL", "Site", "eqxi_scan", "fori_loop", "linen_scan", "map", "nnx_scan", "override", "record_sites",
         "scan",
-    ]  # fmt: skip
+    ]
 
 
 def test_entries_per_f_are_bounded(monkeypatch):
