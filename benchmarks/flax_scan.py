@@ -20,14 +20,14 @@ of its own, so it has none).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
-from _common import Progress, compile_with_costs, max_rel_diff
+from _common import Progress, compile_with_costs, interleaved_times, max_rel_diff
 
 import scanrewrite.runtime
 
@@ -131,13 +131,9 @@ def measure(groups: dict[str, dict[str, tuple]], repeats: int) -> list[tuple[str
             costs[name] = (seconds, temp)
             results[name] = compiled[name](*args)
             progress.step(name)
-        # Interleaved, each with its own arguments (`nn.remat_scan` has a tree of its own).
-        times = {name: [] for name in compiled}
-        for _ in range(repeats):
-            for name, fn in compiled.items():
-                start = time.perf_counter()
-                jax.block_until_ready(fn(*programs[name][1]))
-                times[name].append(time.perf_counter() - start)
+        # Each with its own arguments bound (`nn.remat_scan` has a tree of its own).
+        bound = {name: functools.partial(fn, *programs[name][1]) for name, fn in compiled.items()}
+        times = interleaved_times(bound, (), repeats)
         base = next(iter(compiled))
         for name in compiled:
             shapes = [jax.tree_util.tree_map(jnp.shape, results[n]) for n in (name, base)]

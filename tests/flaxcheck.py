@@ -4,11 +4,22 @@
 Flax's values: typed PRNG keys (an `nnx.Rngs` stream, a Linen `rngs` dict) are compared by
 their key data, exactly, and `nnx.State`s by their pure dicts, so the structure compared is
 the variable tree itself (paths, collections, RNG counters, `sow` intermediates).
+`float64`, imported into a test module, turns 64-bit types on within each of its tests.
 """
 
 import jax
 import jax.numpy as jnp
+import pytest
 from treecheck import assert_trees_close
+
+from scanrewrite.runtime._compat import enable_x64
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    # Within each test only: turned on for a module, x64 would change every later test's dtypes.
+    with enable_x64(True):
+        yield
 
 
 def _plain(tree):

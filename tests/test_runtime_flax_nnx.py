@@ -9,18 +9,9 @@ import pytest
 nnx = pytest.importorskip("flax.nnx", reason="flax is not installed (the `flax` extra)")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from flaxcheck import assert_flax_close  # noqa: E402
+from flaxcheck import assert_flax_close, float64  # noqa: E402, F401 (float64 is autouse)
 
 from scanrewrite import runtime  # noqa: E402
-from scanrewrite.runtime._compat import enable_x64  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # Within each test only: turned on for the module, x64 would change every later test's dtypes.
-    with enable_x64(True):
-        yield
-
 W = 4
 
 
