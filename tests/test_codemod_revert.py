@@ -472,6 +472,114 @@ REVERT = [
         id="parenthesized callee, in a comprehension",
     ),
     pytest.param(
+        """\
+        from typing import TYPE_CHECKING
+
+        import scanrewrite.runtime
+
+        if TYPE_CHECKING:
+            from jax.lax import scan as typed_scan
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        from typing import TYPE_CHECKING
+
+        import jax
+
+        if TYPE_CHECKING:
+            from jax.lax import scan as typed_scan
+
+        y = jax.lax.scan(f, c, xs)
+        """,
+        id="a name bound only for type checkers is not used",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        try:
+            from jax import lax
+        except ImportError:
+            lax = None
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        import jax
+
+        try:
+            from jax import lax
+        except ImportError:
+            lax = None
+
+        y = jax.lax.scan(f, c, xs)
+        """,
+        id="nor one bound in a try",
+    ),
+    pytest.param(
+        """\
+        import sys
+
+        import scanrewrite.runtime
+
+        if sys.version_info >= (3, 11):
+            import jax
+
+
+        def run(c, xs):
+            return scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        import sys
+
+        import jax
+
+        if sys.version_info >= (3, 11):
+            import jax
+
+
+        def run(c, xs):
+            return jax.lax.scan(f, c, xs)
+        """,
+        id="an import under a branch gets a sure one beside it",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        from jax.lax import scan
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(f, c, xs)
+        from jax.lax import scan
+        """,
+        id="nor one that runs after the call",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+
+        def run(c, xs):
+            return scanrewrite.runtime.scan(f, c, xs, unroll=4)
+
+
+        from jax import lax
+        """,
+        """\
+        def run(c, xs):
+            return lax.scan(f, c, xs)
+
+
+        from jax import lax
+        """,
+        id="but one below a function that runs later is",
+    ),
+    pytest.param(
         b"import jax\r\nimport scanrewrite.runtime\r\n\r\ny = scanrewrite.runtime.scan(f, c, xs, unroll=4)\r\n",
         b"import jax\r\n\r\ny = jax.lax.scan(f, c, xs)\r\n",
         id="crlf",

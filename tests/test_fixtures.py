@@ -13,6 +13,7 @@ import functools
 import importlib.util
 import inspect
 import sys
+import textwrap
 import uuid
 
 import jax
@@ -237,6 +238,54 @@ def test_reverted_fixture_computes_the_same(name, tmp_path, monkeypatch):
     actual = _run(_load(tmp_path / f"{name}_reverted.py", reverted, monkeypatch))
     actual = _in_original_classes(actual, expected)
     assert assert_trees_close(actual, expected, rtol=RTOL, atol=ATOL) == len(jax.tree_util.tree_leaves(expected)) > 0
+
+
+# Programs whose imports bind a scan's name only sometimes: a revert that spelled its calls
+# through them would raise NameError (or call None) where the program ran.
+CONDITIONAL_IMPORTS = {
+    "type checking": """\
+        from typing import TYPE_CHECKING
+
+        import jax
+        import jax.numpy as jnp
+
+        if TYPE_CHECKING:
+            from jax.lax import scan as typed_scan
+        """,
+    "try": """\
+        import jax
+        import jax.numpy as jnp
+
+        try:
+            from jax.lax import scan
+        except ImportError:
+            scan = None
+        """,
+    "branch": """\
+        import sys
+
+        import jax
+        import jax.numpy as jnp
+
+        if sys.version_info < (3, 0):
+            from jax import lax
+        """,
+}
+CONDITIONAL_RUN = """
+    def run():
+        xs = jnp.linspace(0.0, 1.0, 7)
+        return jax.lax.scan(lambda c, x: (jnp.sin(c) + x, c * x), 0.5, xs)
+"""
+
+
+@pytest.mark.parametrize("name", CONDITIONAL_IMPORTS)
+def test_reverted_program_runs_where_a_name_is_bound_only_sometimes(name, tmp_path, monkeypatch):
+    source = (textwrap.dedent(CONDITIONAL_IMPORTS[name]) + textwrap.dedent(CONDITIONAL_RUN)).encode()
+    reverted = revert(rewrite(source, unroll=3).code).code
+    assert b"scanrewrite" not in reverted
+    expected = _run(_load(tmp_path / "original.py", source, monkeypatch))
+    actual = _run(_load(tmp_path / "reverted.py", reverted, monkeypatch))
+    assert assert_trees_close(actual, expected, rtol=RTOL, atol=ATOL) == 2
 
 
 def test_comparison_rejects_a_flipped_reverse(tmp_path, monkeypatch):

@@ -127,6 +127,7 @@ def revert(
     first_use = min((spellings.statement_of[call] for call in plans), default=None)
     module = apply_scheduled_imports(module, context, first_use, dropped, first_party)
     module = module.visit(ImportPruner(unused, collapse_blank_lines=True))
+    module = _no_blank_start(parsed.module, module)
     reverted.sort(key=lambda call: call.line)
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
 
@@ -223,6 +224,20 @@ def _plan(call: cst.Call, resolved: Target | str, calls: RuntimeCalls) -> _Plan 
     saved = changed and not any(text == "checkpoint=False" for text in changed)
     note = f"dropped {', '.join(changed)}: memory as {resolved.qualified_name}'s again" if saved else None
     return _Plan(resolved, dropped, note)
+
+
+def _no_blank_start(original: cst.Module, module: cst.Module) -> cst.Module:
+    """`module` without the blank lines it starts with now that the import lines that
+    opened the file are gone (the formatters remove them too)."""
+    if not module.body or not original.body or original.body[0].leading_lines or module.header:
+        return module
+    first = module.body[0]
+    lines = list(first.leading_lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    if len(lines) == len(first.leading_lines):
+        return module
+    return module.with_changes(body=[first.with_changes(leading_lines=lines), *module.body[1:]])
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -4,6 +4,10 @@ Through the most specific import in reach of the call (`scan` from ``from jax.la
 scan``, else `lax.scan` from ``from jax import lax``, else `jax.lax.scan` from ``import
 jax``); where none is left, the name goes into the file's module-level ``from jax import ...``
 line, in the sorters' order and the line's own layout, else ``import jax`` is added.
+
+Only an import that has surely run when the call runs can spell it: one in the straight-line
+body of its scope (not under ``if TYPE_CHECKING:``, in a ``try``, a loop or any other branch),
+and above the call unless the call waits in a function until later.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Collection, Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import Scope
+from libcst.metadata import FunctionScope, Scope
 
 from scanrewrite.codemod._import_order import sort_key
 from scanrewrite.codemod._parsing import top_level_indices
@@ -55,8 +59,12 @@ class Spellings:
         self._line_length = line_length
         #: Each call's top-level statement's index in the module's body.
         self.statement_of = top_level_indices(module, calls)
+        imports = _Imports(calls)
+        module.visit(imports)
         #: Every (name, what it names) an import in the module binds, in file order.
-        self._bindings = list(dict.fromkeys(pair for node in _imports(module) for pair in _bound_by(node)))
+        self._bindings = list(dict.fromkeys(pair for node in imports.found for pair in _bound_by(node)))
+        #: Each import and call's place in file order; the imports that surely run have one.
+        self._order = imports.order
         #: Top-level packages to add ``import NAME`` for.
         self.import_top: list[str] = []
         #: The names the chosen spellings start with.
@@ -64,20 +72,34 @@ class Spellings:
         #: Index in the module's body of a ``from X import ...`` line -> names to add to it.
         self._additions: dict[int, list[str]] = {}
 
-    def _means(self, node: cst.CSTNode, name: str) -> str | None:
-        """What `name` names at `node`: the one thing its imports bind it to; None if it is
-        unbound there or bound to anything else."""
-        scope: Scope | None = self._scopes.get(node)
+    def _means(self, call: cst.Call, name: str, *, surely: bool = True) -> str | None:
+        """What `name` names at `call`: the one thing its imports bind it to; None if it is
+        unbound there or bound to anything else, or, where `surely`, if no import that binds
+        it has surely run when the call does."""
+        scope: Scope | None = self._scopes.get(call)
         if scope is None:
             return None
         meanings = set()
-        assignments = scope[name]
-        for assignment in assignments:
+        run = False
+        for assignment in scope[name]:
             imported = getattr(assignment, "node", None)
             if not isinstance(imported, (cst.Import, cst.ImportFrom)):
                 return None
             meanings.update(meaning for bound, meaning in _bound_by(imported) if bound == name)
-        return meanings.pop() if len(meanings) == 1 else None
+            run = run or self._has_run(imported, assignment.scope, call, scope)
+        return meanings.pop() if len(meanings) == 1 and (run or not surely) else None
+
+    def _has_run(self, imported: cst.CSTNode, bound_in: Scope, call: cst.Call, scope: Scope) -> bool:
+        """Whether the import `imported`, binding in `bound_in`, has surely run when `call`
+        (in `scope`) runs: it is on its scope's straight-line path, and above the call or
+        in a scope a function between them leaves behind before the call can run."""
+        if imported not in self._order:
+            return False
+        while scope is not bound_in and scope is not scope.parent:
+            if isinstance(scope, FunctionScope):
+                return True
+            scope = scope.parent
+        return self._order[imported] < self._order[call]
 
     def _unbound(self, node: cst.CSTNode, name: str) -> bool:
         scope = self._scopes.get(node)
@@ -109,7 +131,9 @@ class Spellings:
                 names.append(name)
             return name + qualified[len(f"{package}.{name}") :]
         top = qualified.partition(".")[0]
-        if not self._unbound(call, top) and self._means(call, top) != top:
+        # A name that only an import of `top` binds, if not surely, is `top` wherever bound:
+        # a plain ``import top`` beside it makes the call sure.
+        if not self._unbound(call, top) and self._means(call, top, surely=False) != top:
             return None
         if top not in self.import_top:
             self.import_top.append(top)
@@ -157,24 +181,67 @@ class Spellings:
         return module.with_changes(body=body)
 
 
-def _imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
-    collector = _ImportCollector()
-    module.visit(collector)
-    return collector.found
+#: Statements whose bodies may not run, or not to the end, when the statement does. A
+#: ``with`` body runs whenever its statement does, and a function or class body starts a
+#: straight-line path of its own; a ``try`` is a branch unless each handler ends in `raise` or `sys.exit`.
+_BRANCHES = (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match, cst.ExceptHandler, cst.ExceptStarHandler)
 
 
-class _ImportCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
+def _branches(node: cst.CSTNode) -> bool:
+    if isinstance(node, (cst.Try, cst.TryStar)):
+        return not node.handlers or not all(_ends_in_raise(handler.body) for handler in node.handlers)
+    return isinstance(node, _BRANCHES)
+
+
+#: Calls that end the program, as `raise` ends a handler.
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def _ends_in_raise(body: cst.BaseSuite) -> bool:
+    last = body.body[-1] if isinstance(body, cst.IndentedBlock) else body
+    if not isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return False
+    statement = last.body[-1]
+    if isinstance(statement, cst.Raise):
+        return True
+    return (
+        isinstance(statement, cst.Expr)
+        and isinstance(statement.value, cst.Call)
+        and get_full_name_for_node(statement.value.func) in _EXITS
+    )
+
+
+class _Imports(cst.CSTVisitor):
+    """Collects every import in file order (`found`), and numbers, in file order, the
+    given calls and the imports on their scope's straight-line path (`order`)."""
+
+    def __init__(self, calls: Collection[cst.Call]) -> None:
         super().__init__()
+        self._calls = set(calls)
         self.found: list[cst.Import | cst.ImportFrom] = []
+        self.order: dict[cst.CSTNode, int] = {}
+        #: Per scope entered, how many branches deep the visit is in it.
+        self._depth = [0]
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        self.found.append(node)
-        return False
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._depth.append(0)
+        elif _branches(node):
+            self._depth[-1] += 1
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.found.append(node)
+            if self._depth[-1] == 0:
+                self.order[node] = len(self.order)
+            return False
+        if node in self._calls:
+            self.order[node] = len(self.order)
+        return True
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        self.found.append(node)
-        return False
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
+            self._depth.pop()
+        elif _branches(original_node):
+            self._depth[-1] -= 1
 
 
 def _name_key(name: str) -> tuple[int, str]:
