@@ -8,7 +8,8 @@ scalar of `xs`. Variants: `jax.lax.scan`, `lax.scan(jax.checkpoint(f))`,
 carries, as a ratio to `lax.scan` and to `levels=1` at the same k), the carries
 `levels` promises to keep (`_levels.saved_carries`), the step time as a ratio to
 `lax.scan` (runs interleaved across variants, median), compile time, and the largest relative
-difference of the gradient from `lax.scan`'s. A progress bar goes to stderr.
+difference of the gradient from `lax.scan`'s. A progress bar goes to stderr. Exits 1 if a
+variant's gradient differs from `lax.scan`'s by more than `_common.agreement_rtol()`.
 
     python benchmarks/long_scan.py                     # N in 256, 1024, 4096; k in 1, 2, 4
     python benchmarks/long_scan.py --ns 1024 --ks 4 --repeats 3
@@ -25,7 +26,7 @@ from collections.abc import Callable
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-from _common import Progress, compile_with_costs, figure, interleaved_times, max_rel_diff, save
+from _common import Progress, agreement_rtol, compile_with_costs, figure, interleaved_times, max_rel_diff, save
 
 import scanrewrite.runtime
 from scanrewrite.runtime import _levels
@@ -93,11 +94,11 @@ def measure(n: int, args, progress: Progress, measured: dict) -> list[str]:
             f"| {row['temp'] / base_temp:.3f} | {vs_one} | {median / base:.2f} | {median * 1e3:.1f} "
             f"| {row['compile']:.1f} | {row['diff']:.0e} |"
         )
-        measured.setdefault(name, {})[n] = (row["temp"] / carry_bytes, median / base)
+        measured.setdefault(name, {})[n] = (row["temp"] / carry_bytes, median / base, row["diff"])
     return lines
 
 
-def plot(measured: dict[str, dict[int, tuple[float, float]]], args) -> None:
+def plot(measured: dict[str, dict[int, tuple[float, float, float]]], args) -> None:
     """Compiled temp memory (in carries) and step time (vs `lax.scan`) against N, one line per
     variant: the runtime's colour is its `levels`, its line style its k."""
     fig, axes = figure(2)
@@ -136,12 +137,13 @@ def main(argv=None) -> int:
         f"on {device.platform} ({device.device_kind}), jax {jax.__version__}\n"
     )
     progress = Progress(len(args.ns) * (len(make_variants(args.ks)) + args.repeats))
-    measured: dict = {}  # variant -> N -> (temp memory in carries, step time vs lax.scan)
+    measured: dict = {}  # variant -> N -> (temp memory in carries, step time vs lax.scan, max rel diff)
     for n in args.ns:
         print("\n".join(measure(n, args, progress, measured)) + "\n", flush=True)
     if args.plot:
         plot(measured, args)
-    return 0
+    worst = max(diff for by_n in measured.values() for _, _, diff in by_n.values())
+    return 0 if worst <= agreement_rtol() else 1
 
 
 if __name__ == "__main__":
