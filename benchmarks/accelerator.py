@@ -185,7 +185,7 @@ def tests_markdown(junit: Path, code: int | None, seconds: float) -> tuple[str, 
     if code is None:
         lines.append("Stopped at its time limit: the tests above are those that ran.")
     outcome = DIFFERS if failures or code == 1 else PASSED if code == 0 else INCOMPLETE
-    return "\n".join(lines), outcome
+    return "\n".join(lines).rstrip() + "\n", outcome
 
 
 def run_tests(args, out: Path, env: dict[str, str], timeout: float) -> tuple[int, float]:

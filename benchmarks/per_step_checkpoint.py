@@ -89,9 +89,10 @@ def main(argv=None) -> int:
     compile_s = {name: statistics.median(values) for name, values in seconds.items()}
     device = jax.devices()[0]
     print(
-        f"origin block, batch {args.batch}, seq {args.seq}, width {args.width}, N={args.n}, value_and_grad under jit; jax {jax.__version__} on "
-        f"{device.platform}; {'rolled' if layout.rolled_chunk else 'straight-line'} chunks; {args.rounds} "
-        f"compilations, {args.repeats} interleaved calls each\n"
+        f"origin block, batch {args.batch}, seq {args.seq}, width {args.width}, N={args.n}, value_and_grad "
+        f"under jit; jax {jax.__version__} on {device.platform}; "
+        f"{'rolled' if layout.rolled_chunk else 'straight-line'} chunks; {args.rounds} compilations, "
+        f"{args.repeats} interleaved calls each\n"
     )
     print("| program | step time | temp memory | compile time | max rel diff |")
     print("| --- | ---: | ---: | ---: | ---: |")

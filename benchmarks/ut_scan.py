@@ -42,6 +42,8 @@ PRESETS = {
     "cpu": dict(batch=4, seq=32, width=64, n=8, ks=[1, 2, 4], repeats=15),
     "gpu": dict(batch=32, seq=512, width=512, n=12, ks=[2, 3, 4, 6], repeats=30),
 }
+
+
 def init_params(key, width: int) -> dict:
     keys = jax.random.split(key, 6)
     dense = lambda k, i, o: jax.random.normal(k, (i, o)) / math.sqrt(i)
