@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The tests run on the device: values and gradients of rewritten programs against the originals,
 # compared on the same device in float32 (about 200 s of CPU time on XLA:CPU). Left out: what
-# has no device in it (goldens, the codemod, the command line; trace counts and the staging
+# has no device in it (goldens, the codemod, the command line, reverted programs, which call
+# `jax.lax.scan` again; trace counts and the staging
 # cache, `test_runtime_traces.py` and `test_runtime_staging.py`), which CI runs; what compares in
 # float64 (`enable_x64`, to 1e-10: a TPU has no float64 arithmetic of its own, and float64
 # `jnp.linalg` raises there) or XLA:CPU's exact memory sizes (`test_runtime_memory.py`, the
@@ -55,8 +56,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # (`test_runtime_cpu_deadlock.py`, `test_runtime_devices.py` on simulated CPU devices).
 DEVICE_TESTS = (
     "tests/test_fixtures.py::test_rewritten_fixture_computes_the_same",
-    "tests/test_fixtures.py::test_reverted_fixture_computes_the_same",
-    "tests/test_fixtures.py::test_reverted_program_runs_where_a_name_is_bound_only_sometimes",
     "tests/test_fixtures.py::test_comparison_rejects_a_flipped_reverse",
     "tests/test_fixtures.py::test_comparison_rejects_a_runtime_that_drops_the_remainder",
     "tests/test_runtime.py",
@@ -85,35 +84,36 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
     `lax.scan(unroll=6)`'s gradient at that size (about 18 GiB of temp memory, so 26 GiB with
     room for the arrays), else 16 (9 GiB)."""
     batch = "32" if memory_bytes is not None and memory_bytes >= 26 * 2**30 else "16"
+    # Most wanted first: where a slow compiler spends the budget, what is cut is the last.
     return (
-        Benchmark("ut_scan", ("--gpu", "--batch", batch), "the origin workload"),
+        Benchmark("ut_scan", ("--gpu", "--batch", batch, "--repeats", "20"), "the origin workload"),
+        Benchmark("long_scan", ("--ns", "1024", "4096", "--ks", "1", "2", "4", "--carry", "65536"), "long scans"),
+        Benchmark(
+            "compile_time",
+            ("--layout", "straight", "--quick", "--kinds", "jit-forward", "jit-grad", "--repeats", "1", "--costs"),
+            "compile time, straight-line layout",
+        ),
         Benchmark(
             "per_step_checkpoint",
-            ("--layout", "straight", "--n", "16", "--ks", "2", "4", "8", "--batch", "8", "--seq", "512",
+            ("--layout", "straight", "--n", "16", "--ks", "2", "4", "--batch", "8", "--seq", "512",
              "--width", "512", "--rounds", "1", "--repeats", "20"),
             "per-step checkpoints",
         ),  # fmt: skip
-        Benchmark(
-            "compile_time",
-            ("--layout", "straight", "--quick", "--kinds", "jit-forward", "jit-grad", "--repeats", "2", "--costs"),
-            "compile time, straight-line layout",
-        ),
-        Benchmark("long_scan", ("--ns", "1024", "4096", "--ks", "1", "2", "4", "--carry", "65536"), "long scans"),
     )
 
 
 SMOKE_BENCHMARKS = (
     Benchmark("ut_scan", ("--batch", "1", "--seq", "8", "--width", "16", "--n", "3", "--ks", "2", "--repeats", "2"), ""),
+    Benchmark("long_scan", ("--ns", "8", "--ks", "2", "--carry", "128", "--repeats", "2"), ""),
+    Benchmark(
+        "compile_time", ("--layout", "straight", "--ns", "3", "--ks", "2", "--kinds", "jit-grad", "--repeats", "1", "--costs"), ""
+    ),
     Benchmark(
         "per_step_checkpoint",
         ("--layout", "straight", "--n", "3", "--ks", "2", "--batch", "1", "--seq", "8", "--width", "16",
          "--rounds", "1", "--repeats", "2"),
         "",
     ),  # fmt: skip
-    Benchmark(
-        "compile_time", ("--layout", "straight", "--ns", "3", "--ks", "2", "--kinds", "jit-grad", "--repeats", "1", "--costs"), ""
-    ),
-    Benchmark("long_scan", ("--ns", "8", "--ks", "2", "--carry", "128", "--repeats", "2"), ""),
 )
 
 # Exit codes, as the module's docstring says.
@@ -271,13 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "accelerator-results"), help="folder for the tables")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, on the CPU (JAX_PLATFORMS=cpu)")
-    parser.add_argument("--budget-s", type=float, help="seconds for the whole run (default 420; 300 with --smoke)")
+    parser.add_argument("--budget-s", type=float, help="seconds for the whole run (default 470; 300 with --smoke)")
     parts = ["tests", *(benchmark.module for benchmark in SMOKE_BENCHMARKS)]
     parser.add_argument("--parts", nargs="+", choices=parts, default=parts, help="run only these (default: all)")
     parser.add_argument("--benchmarks-only", action="store_true", help=argparse.SUPPRESS)  # the second part's process
     args = parser.parse_args(argv)
     if args.budget_s is None:
-        args.budget_s = 300.0 if args.smoke else 420.0
+        args.budget_s = 300.0 if args.smoke else 470.0
     if args.benchmarks_only:
         return run_benchmarks(args)
     start = time.monotonic()
