@@ -132,6 +132,14 @@ class Resolver(Generic[_T]):
         # What `QualifiedNameProvider` would give `node`, for this one node.
         scope = self.scopes.get(node)
         qualified = scope.get_qualified_names_for(node) if scope is not None else set()
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if scope is not None and isinstance(root, cst.Name) and root is not node:
+            bound = scope[root.value]
+            # libcst finds `jax.lax` of `import jax.lax` past a parameter `jax` that hides it.
+            if bound and not any(isinstance(getattr(a, "node", None), (cst.Import, cst.ImportFrom)) for a in bound):
+                return None
         # A local class `jax` with a nested class `lax` is also "jax.lax.scan", but not
         # imported: only an import makes it jax's.
         imported = {q.name for q in qualified if q.source is QualifiedNameSource.IMPORT}
