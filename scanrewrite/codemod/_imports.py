@@ -235,14 +235,14 @@ class _KeepsMarked:
     `node` the user marked to keep (`kept_aliases`), which it must not remove."""
 
     _exports: frozenset[str] = frozenset()
-    _statement: cst.SimpleStatementLine | None = None
+    _statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
     #: How many functions and classes deep the visit is: `__all__` names module-level names.
     _depth = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Module):
             self._exports = exports(node)
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             self._statement = node
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self._depth += 1

@@ -25,10 +25,13 @@ _NOQA = re.compile(r"#\s*(?i:noqa)(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,
 
 
 def kept_aliases(
-    statement: cst.SimpleStatementLine, node: cst.Import | cst.ImportFrom, exports: Collection[str]
+    statement: cst.SimpleStatementLine | cst.SimpleStatementSuite,
+    node: cst.Import | cst.ImportFrom,
+    exports: Collection[str],
 ) -> list[cst.ImportAlias]:
-    """The aliases of import `node`, a statement of line `statement`, that the user marked to
-    keep; `exports` are the names in the module's ``__all__`` (`exports`)."""
+    """The aliases of import `node`, a statement of the line `statement` (or of the suite
+    after ``if x:``), that the user marked to keep; `exports` are the names in the module's
+    ``__all__`` (`exports`), for an import at module level."""
     if isinstance(node.names, cst.ImportStar):
         return []
     # The comment that ends each line of the statement, and the line each alias starts on.
