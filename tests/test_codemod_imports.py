@@ -864,6 +864,18 @@ def test_kept_imports(before: str, after: str) -> None:
     assert rewrite(result.code).code == result.code, "not idempotent"
 
 
+def test_kept_import_on_a_one_line_suite() -> None:
+    from scanrewrite.codemod import revert
+
+    source = b"import jax\nif jax: from jax import lax  # noqa: F401\n\ny = lax.scan(f, c, xs)\n"
+    rewritten = rewrite(source).code
+    assert b"if jax: from jax import lax  # noqa: F401\n" in rewritten
+    # The revert keeps it too, and spells the call through an import that surely ran.
+    assert revert(rewritten).code == source.replace(b"y = lax.scan", b"y = jax.lax.scan")
+    unmarked = source.replace(b"  # noqa: F401", b"")
+    assert b"if jax: pass\n" in rewrite(unmarked).code
+
+
 KEPT_NOOP = [
     pytest.param("from jax.lax import scan as scan  # the re-export\n", id="a re-export, no call"),
     pytest.param(
