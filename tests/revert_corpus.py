@@ -88,6 +88,18 @@ def _mixed_spelling(tree: ast.AST) -> bool:
     return any(len(roots) > 1 for roots in used.values())
 
 
+def _conditional_import(tree: ast.AST) -> bool:
+    """Whether an import may not have run where a call is (under ``if TYPE_CHECKING:``, in a
+    ``try``, a loop or a branch): the revert spells no call through it, but adds an import."""
+    branches = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While, ast.Match)
+    return any(
+        isinstance(inner, (ast.Import, ast.ImportFrom))
+        for node in ast.walk(tree)
+        if isinstance(node, branches)
+        for inner in ast.walk(node)
+    )
+
+
 def _unused_import(tree: ast.AST) -> bool:
     """Whether an import binds a name that nothing reads: the revert may then spell a call
     through it, and the rewrite of the result remove it again."""
@@ -161,7 +173,7 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
         problems.append("scanrewrite.runtime imported but unused")
     x_tree = ast.parse(x)
     user_unroll = _user_unroll(x_tree)
-    kept = not (_imports(x_tree) - _imports(ast.parse(y)))
+    kept = not (_imports(x_tree) - _imports(ast.parse(y))) and not _conditional_import(x_tree)
     again = rewrite(z, **options).code
     # (An `unroll=` int literal the user wrote is dropped with the rewrite's, and a call that
     # then passes `*args` is not rewritten again: `x` and `z` differ in it, by design.)
@@ -171,6 +183,10 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     # `x` had others, only the blank lines can differ.
     same = _without_blank_lines(z) == _without_blank_lines(x)
     again_same = _without_blank_lines(again) == _without_blank_lines(y) or _unused_import(x_tree)
+    # A call the revert spells anew (its import gone), in a statement `x` does not lay out as
+    # the formatters do, may come out laid out as they do (or the reverse): rewritten, it is
+    # then laid out as they would, the same program in another layout.
+    again_same = again_same or (not kept and _normalized(again) == _normalized(y))
     # A call the revert joined onto one line was not laid out as the formatters lay it out
     # (checked only where it matters: another revert costs as much as the first).
     joined = ((kept and not same) or not again_same) and z != revert(y, line_length=0).code

@@ -570,6 +570,25 @@ IMPORTS = [
     ),
     pytest.param(
         """\
+        from jax.lax import (
+            cond,
+            scan,
+        )
+
+        y = scan(f, c, xs)
+        """,
+        """\
+        import scanrewrite.runtime
+        from jax.lax import (
+            cond,
+        )
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        id="the last name removed from an exploded from-import: it still ends in a comma",
+    ),
+    pytest.param(
+        """\
         import numpy as np
         import scanrewrite.runtime
         from jax import lax
@@ -738,6 +757,17 @@ NOOP = [
             return lax.scan(f, c, xs)
         """,
         id="local variable named lax",
+    ),
+    pytest.param(
+        """\
+        import jax.lax
+        def g(jax):
+            return jax.lax.scan(f, c, xs)
+        def h():
+            jax = make_fake()
+            return jax.lax.scan(f, c, xs)
+        """,
+        id="parameter and local variable named jax, beside import jax.lax",
     ),
     pytest.param(
         """\

@@ -1,12 +1,15 @@
-"""Property: however a call is laid out, the rewrite only inserts, and what it inserts is
-the `unroll` argument with a comma and layout; the result is the same call to the runtime."""
+"""Properties: however a call is laid out, the rewrite only inserts, and what it inserts is
+the `unroll` argument with a comma and layout; the result is the same call to the runtime.
+And over generated programs (`tests/fuzz_programs.py`): no crash, output that compiles,
+idempotence, the command line's `--check` agrees, the revert round trip."""
 
 import ast
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scanrewrite.codemod import rewrite
+from tests.fuzz_programs import problems, programs
 
 # Comment text avoids the letters and digits of "unroll=4", so that checking "the input
 # is a subsequence of the output" cannot pair an input character with an inserted one.
@@ -70,3 +73,34 @@ def test_rewrite_only_inserts_the_unroll_argument(call):
     expected = ast.parse(f"scanrewrite.runtime.scan({', '.join(args)}, unroll=4)").body[0].value
     assert ast.dump(call_node) == ast.dump(expected)
     assert rewrite(result.code).code == result.code
+
+
+# --- generated programs ---------------------------------------------------------------------
+
+#: Examples per run: about 30 s on one core in CI (a rewrite of these small programs costs
+#: about 0.1 s, mostly libcst's fixed cost per visitor); `benchmarks/fuzz_rewrite.py` runs more.
+FUZZ_EXAMPLES = 50
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_generated_programs_keep_every_property(program):
+    """No crash, output that compiles, idempotent, the command line's `--check` agrees, and
+    the revert keeps its promises (`tests/fuzz_programs.py`)."""
+    source, options = program
+    assert problems(source, options) == []
+
+
+def test_generated_programs_catch_a_broken_rewrite(monkeypatch):
+    """The properties can fail: a rewrite that is not idempotent is caught."""
+    import tests.fuzz_programs as fuzz
+
+    source = b"from jax import lax\n\ny = lax.scan(f, c, xs)\n"
+    assert problems(source, {}) == []
+
+    def twice(code, **options):
+        result = rewrite(code, **options)
+        return type(result)(result.code + b"\n", result.rewritten, result.skipped)
+
+    monkeypatch.setattr(fuzz, "rewrite", twice)
+    assert "the rewrite is not idempotent" in problems(source, {})

@@ -8,6 +8,7 @@ import pytest
 
 from scanrewrite.codemod import SourceError, revert, rewrite
 from scanrewrite.codemod._writeback import NO_CALL
+from tests import test_codemod_imports
 
 
 def _src(text: str | bytes) -> bytes:
@@ -580,6 +581,61 @@ REVERT = [
         id="but one below a function that runs later is",
     ),
     pytest.param(
+        "import jax\nimport scanrewrite.runtime  # noqa: F401\n\ny = scanrewrite.runtime.scan(f, c, xs, unroll=4)\n",
+        "import jax\nimport scanrewrite.runtime  # noqa: F401\n\ny = jax.lax.scan(f, c, xs)\n",
+        id="a runtime import marked noqa stays",
+    ),
+    pytest.param(
+        "import jax\nfrom scanrewrite.runtime import scan as scan\n\ny = scan(f, c, xs, unroll=4)\n",
+        "import jax\nfrom scanrewrite.runtime import scan as scan\n\ny = jax.lax.scan(f, c, xs)\n",
+        id="a runtime re-export stays",
+    ),
+    pytest.param(
+        'import jax\nfrom scanrewrite import runtime\n\n__all__ = ("runtime",)\ny = runtime.scan(f, c, xs, unroll=4)\n',
+        'import jax\nfrom scanrewrite import runtime\n\n__all__ = ("runtime",)\ny = jax.lax.scan(f, c, xs)\n',
+        id="a runtime import in __all__ stays",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+        from jax.lax import (
+            cond,  # noqa: F401
+            while_loop,  # the loop
+        )
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        from jax.lax import (
+            cond,  # noqa: F401
+            scan,
+            while_loop,  # the loop
+        )
+
+        y = scan(f, c, xs)
+        """,
+        id="a name added to a from-import: each comment stays on its name's line",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+        from jax.lax import (  # control flow
+            cond,  # noqa: F401
+        )
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        from jax.lax import (  # control flow
+            cond,  # noqa: F401
+            scan,
+        )
+
+        y = scan(f, c, xs)
+        """,
+        id="a name added last: the comment stays on the line of the name before",
+    ),
+    pytest.param(
         b"import jax\r\nimport scanrewrite.runtime\r\n\r\ny = scanrewrite.runtime.scan(f, c, xs, unroll=4)\r\n",
         b"import jax\r\n\r\ny = jax.lax.scan(f, c, xs)\r\n",
         id="crlf",
@@ -679,6 +735,16 @@ def test_notes_where_dropping_an_option_changes_memory():
 def test_bad_source_is_a_source_error():
     with pytest.raises(SourceError, match="cannot parse"):
         revert(b"import scanrewrite.runtime\ny = (\n")
+
+
+@pytest.mark.parametrize(
+    "before", [pytest.param(param.values[0], id=param.id) for param in test_codemod_imports.KEPT if "removed" not in param.id]
+)
+def test_revert_keeps_the_imports_the_rewrite_kept(before: str) -> None:
+    """Where the rewrite kept the import a call used (marked to keep), the revert spells the
+    call through it again: the round trip is the original, byte for byte."""
+    source = _src(before)
+    assert revert(rewrite(source).code).code == source
 
 
 def test_revert_undoes_rewrite_with_every_option():

@@ -1,16 +1,17 @@
-"""The revert undoes the rewrite: the round trip over every codemod case, every fixture, a
-generated family of programs and a sample of real files.
+"""The revert undoes the rewrite: the round trip over every codemod case, every fixture and a
+sample of real files (and over generated programs in `test_codemod_property.py`).
 
 For `y = rewrite(x)` and `z = revert(y)`:
 
 - `z` imports nothing it does not use (beyond what `x` did not use: ruff's F401);
-- `z` is `x` byte for byte where the rewrite kept the import the call used, `x` reaches the
+- `z` is `x` byte for byte where the rewrite kept the import the call used (none of `x`'s
+  imports is under an ``if``, in a ``try`` or a loop), `x` reaches the
   API's module through one import only, passes no `unroll=` int literal (the rewrite cannot
   tell the user's from its own), lays its calls out as the formatters do, and holds no
   runtime call already (blank lines aside, where `x` lacks those the sorters put around an
   import block);
 - `rewrite(z)` is `y` (with the options that wrote `y`), under the same conditions but the
-  import; so `z` calls the same APIs with the same arguments as `x`, which is how `z`
+  import (where the import went, the layout too may differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
   computes what `x` computes (`test_fixtures.py` runs the reverted fixtures too);
 - `revert(z)` is `z`;
 - where `x` passes ruff's and isort's import sorting and ruff format, so does `z`.
@@ -29,9 +30,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from scanrewrite.codemod import revert
 from tests import test_codemod, test_codemod_bytes, test_codemod_imports, test_codemod_levels, test_codemod_skips
 from tests.revert_corpus import Outcome, corpus_files, round_trip
@@ -51,7 +49,8 @@ def _cases() -> list[tuple[str, bytes, dict[str, object]]]:
     cases = []
     plain = [
         test_codemod.SPELLINGS, test_codemod.PLACES, test_codemod.LAYOUT, test_codemod.IMPORTS, test_codemod.NOOP,
-        test_codemod_bytes.REWRITES, test_codemod_imports.PLACEMENT, test_codemod_skips.UNROLL_PRAGMAS,
+        test_codemod_bytes.REWRITES, test_codemod_imports.PLACEMENT, test_codemod_imports.KEPT,
+        test_codemod_skips.UNROLL_PRAGMAS,
     ]
     for params in plain:
         cases += [(param.id, _source(param.values[0]), {}) for param in params]
@@ -153,53 +152,6 @@ def test_fixtures_stay_formatted_and_sorted(tmp_path: Path):
     assert "x_explicit_unroll.py" not in formatted_somewhere, "the check can fail"
     assert len(fixtures - formatted_somewhere) < len(fixtures) / 4
     assert test_codemod_imports._unsorted(tmp_path, files) == {"ruff": set(), "isort": set()}
-
-
-# --- generated programs ---------------------------------------------------------------------
-
-#: (import line, callee, another use of what it imports) spellings of `jax.lax.scan`.
-SPELLING = st.sampled_from(
-    [
-        ("import jax", "jax.lax.scan", "jax.jit"),
-        ("from jax import lax", "lax.scan", "lax.cond"),
-        ("from jax import lax as L", "L.scan", "L.cond"),
-        ("from jax.lax import scan", "scan", "scan"),
-        ("import jax.lax", "jax.lax.scan", "jax.lax.cond"),
-    ]
-)
-LAYOUT = st.sampled_from(["one line", "hugged", "exploded"])
-OPTIONS = st.sampled_from([{}, {"unroll": 2}, {"checkpoint": "none"}, {"checkpoint": "dots_saveable"}, {"levels": 2}])
-
-
-@st.composite
-def programs(draw):
-    imports, callee, other = draw(SPELLING)
-    other = other if draw(st.booleans()) else ""
-    layout = draw(LAYOUT)
-    args = ["step_function", "initial_state", "inputs"] + draw(st.sampled_from([[], ["length=n"], ["reverse=True"]]))
-    if layout == "one line":
-        call = f"{callee}({', '.join(args)})"
-    elif layout == "hugged":
-        args = [arg.replace("_", "_long_name_") if "=" not in arg else arg for arg in args]
-        call = f"{callee}(\n        {', '.join(args)}\n    )"
-    else:
-        call = f"{callee}(\n" + "".join(f"        {arg},\n" for arg in args) + "    )"
-    lines = ["import os", "", "import jax.numpy as jnp", imports, "", "", "def run(initial_state, inputs, n):"]
-    lines.append(f"    final_state, outputs = {call}")
-    lines.append(f"    return final_state, outputs, jnp, os{', ' + other if other else ''}")
-    return "\n".join(lines) + "\n", draw(OPTIONS)
-
-
-@settings(max_examples=10, deadline=None)
-@given(programs())
-def test_round_trip_over_generated_programs(program):
-    source, options = program
-    try:
-        compile(source, "<generated>", "exec")
-    except SyntaxError:
-        return
-    outcome = round_trip(source.encode(), options)
-    assert outcome.problems == []
 
 
 # --- real files -----------------------------------------------------------------------------

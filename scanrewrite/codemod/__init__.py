@@ -23,6 +23,7 @@ The parts, each importing only those before it:
 - `_checkpoints`: a per-step checkpoint around a scanned function; a loop already chunked
   and checkpointed by hand.
 - `_import_order`: where an added import goes, as import sorters would put it.
+- `_kept_imports`: the imports a user marked to keep (``# noqa``, ``import a as a``, ``__all__``).
 - `_imports`: the import the rewrite adds and the ones it leaves unused.
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.

@@ -140,7 +140,8 @@ class Resolver(Generic[_T]):
             if name in imported:
                 if len(names) > 1:
                     return f"callee may be something other than {name}"
-                return target
+                hidden = _hidden_root(node, scope)
+                return target if hidden is None else f"the name `{hidden}` is bound to something else here"
         return None
 
     def module_name_usable(self, node: cst.CSTNode, name: str) -> bool:
@@ -203,6 +204,20 @@ class Survey(cst.CSTVisitor):
         if isinstance(resolved, Target):
             self.found.append((node, resolved))
 
+
+
+def _hidden_root(node: cst.BaseExpression, scope: Scope) -> str | None:
+    """The name `node` starts with if something other than an import binds it where `node` is:
+    libcst finds `jax.lax` of ``import jax.lax`` past a parameter `jax` that hides it."""
+    root = node
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if root is node or not isinstance(root, cst.Name):
+        return None
+    bound = scope[root.value]
+    if bound and not any(isinstance(getattr(a, "node", None), (cst.Import, cst.ImportFrom)) for a in bound):
+        return root.value
+    return None
 
 
 def binds_package(assignment: object, package: str) -> bool:

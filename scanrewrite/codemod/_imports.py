@@ -8,16 +8,18 @@ added import adds only its own line.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, ImportItem, RemoveImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, GatherUnusedImportsVisitor, ImportItem, RemoveImportsVisitor
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import MetadataWrapper, Scope
+from libcst.metadata import GlobalScope, MetadataWrapper, Scope
 
 from scanrewrite.codemod._import_order import add_import, sort_key
+from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
+from scanrewrite.codemod._kept_imports import exports, kept_aliases
 
 __all__ = ["ImportPruner", "apply_scheduled_imports", "schedule_import_removal", "unused_imports", "whole_lines"]
 
@@ -90,15 +92,10 @@ def _bound_names(node: cst.BaseSmallStatement) -> set[str]:
     return {_alias_binds(node, alias) for alias in node.names}
 
 
-def _alias_binds(node: cst.Import | cst.ImportFrom, alias: cst.ImportAlias) -> str:
-    """The name one alias of an import binds: ``jax`` for ``import jax.numpy``."""
-    if alias.asname is not None:
-        return alias.evaluated_alias or ""
-    return alias.evaluated_name.partition(".")[0] if isinstance(node, cst.Import) else alias.evaluated_name
-
-
 def whole_lines(module: cst.Module, unused: Mapping[cst.CSTNode, Collection[str]]) -> set[int]:
-    """The indices of the top-level import lines that lose every name they import."""
+    """The indices of the top-level import lines that lose every name they import (none of
+    them one the user marked to keep, `kept_aliases`)."""
+    names = exports(module)
     return {
         index
         for index, statement in enumerate(module.body)
@@ -106,6 +103,7 @@ def whole_lines(module: cst.Module, unused: Mapping[cst.CSTNode, Collection[str]
         and len(statement.body) == 1
         and statement.body[0] in unused
         and _bound_names(statement.body[0]) <= set(unused[statement.body[0]])
+        and not kept_aliases(statement, statement.body[0], names)
     }
 
 
@@ -232,18 +230,86 @@ class _KeepsLines:
         return updated
 
 
-class _RemoveImportsKeepingLines(_KeepsLines, RemoveImportsVisitor):
-    """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`)."""
+class _KeepsMarked:
+    """For a transformer that removes imports: `_kept(node)` are the aliases of the import
+    `node` the user marked to keep (`kept_aliases`), which it must not remove."""
+
+    _exports: frozenset[str] = frozenset()
+    _statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
+    #: How many functions and classes deep the visit is: `__all__` names module-level names.
+    _depth = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Module):
+            self._exports = exports(node)
+        elif isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            self._statement = node
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._depth += 1
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:
+        if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
+            self._depth -= 1
+        return super().on_leave(original_node, updated_node)
+
+    def _kept(self, node: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
+        assert self._statement is not None
+        return kept_aliases(self._statement, node, self._exports if self._depth == 0 else ())
+
+
+class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor):
+    """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`),
+    and the imports the user marked to keep (`_KeepsMarked`)."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            for alias in self._kept(node):
+                self._unused_imports.pop(alias, None)
         # Imports are statements, so nothing inside an expression changes: skip the
         # bulk of the tree (its unused-import analysis still sees all of it).
         return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        visitor = _GatherUnused(self.context)
+        node.visit(visitor)
+        self._unused_imports = dict(visitor.unused_imports)
 
-class ImportPruner(_KeepsLines, cst.CSTTransformer):
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.RemovalSentinel:
+        updated = super().leave_ImportFrom(original_node, updated_node)
+        # libcst drops the comma after the new last name, and with it the line break before
+        # `)`: an import that ended in a comma ends in its old last name's, as `ImportPruner`'s.
+        if (
+            isinstance(updated, cst.ImportFrom)
+            and isinstance(original_node.names, Sequence)
+            and isinstance(original_node.names[-1].comma, cst.Comma)
+            and isinstance(updated.names, Sequence)
+            and not isinstance(updated.names[-1].comma, cst.Comma)
+        ):
+            last = updated.names[-1].with_changes(comma=original_node.names[-1].comma)
+            updated = updated.with_changes(names=[*updated.names[:-1], last])
+        return updated
+
+
+class _GatherUnused(GatherUnusedImportsVisitor):
+    """libcst's, but a name in `__all__` uses only a module-level import of it, as in ruff."""
+
+    def is_in_use(self, scope: Scope, alias: cst.ImportAlias) -> bool:
+        exported = self._exported_names
+        if not isinstance(scope, GlobalScope):
+            self._exported_names = set()
+        try:
+            return super().is_in_use(scope, alias)
+        finally:
+            self._exported_names = exported
+
+
+class ImportPruner(_KeepsMarked, _KeepsLines, cst.CSTTransformer):
     """A transformer that removes the names of `unused_imports` from their imports (the
-    whole line when none is left), keeping the lines above it (`_KeepsLines`).
+    whole line when none is left), keeping the lines above it (`_KeepsLines`) and the
+    imports the user marked to keep (`_KeepsMarked`).
 
     Without libcst's `RemoveImportsVisitor`, whose own unused-import analysis of the whole
     module costs several times the transform: the caller knows what is unused.
@@ -270,6 +336,7 @@ class ImportPruner(_KeepsLines, cst.CSTTransformer):
         unused = self._unused.get(original_node)
         if not unused or isinstance(updated_node.names, cst.ImportStar):
             return updated_node
+        unused = set(unused) - {_alias_binds(original_node, alias) for alias in self._kept(original_node)}
         names = [alias for alias in updated_node.names if _alias_binds(updated_node, alias) not in unused]
         if not names:
             return cst.RemovalSentinel.REMOVE

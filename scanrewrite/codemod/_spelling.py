@@ -263,12 +263,29 @@ def _with_name(statement: cst.SimpleStatementLine, name: str) -> cst.SimpleState
         separator = cst.Comma(whitespace_after=node.lpar.whitespace_after)
     else:
         separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    new = cst.ImportAlias(name=cst.Name(name), comma=separator)
+    # A comment that ends a name's line (a `# noqa: F401`) stays with that name.
+    new = cst.ImportAlias(name=cst.Name(name), comma=_line_end(separator, None))
     if position == len(names):
-        new = new.with_changes(comma=names[-1].comma)
-        names[-1] = names[-1].with_changes(comma=separator)
+        new = new.with_changes(comma=_line_end(names[-1].comma, None))
+        names[-1] = names[-1].with_changes(comma=_line_end(separator, _first_line(names[-1].comma)))
     names.insert(position, new)
     return statement.with_changes(body=[node.with_changes(names=names)])
+
+
+def _first_line(comma: cst.Comma | cst.MaybeSentinel) -> cst.TrailingWhitespace | None:
+    """The end of the line that `comma` ends, if it ends one."""
+    after = comma.whitespace_after if isinstance(comma, cst.Comma) else None
+    return after.first_line if isinstance(after, cst.ParenthesizedWhitespace) else None
+
+
+def _line_end(comma: cst.Comma | cst.MaybeSentinel, end: cst.TrailingWhitespace | None) -> cst.Comma | cst.MaybeSentinel:
+    """`comma` with `end` (None: no comment) as the end of the line it ends, if it ends one."""
+    first = _first_line(comma)
+    if first is None:
+        return comma
+    assert isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+    end = end or cst.TrailingWhitespace(newline=first.newline)
+    return comma.with_changes(whitespace_after=comma.whitespace_after.with_changes(first_line=end))
 
 
 def _code(node: cst.CSTNode) -> str:
