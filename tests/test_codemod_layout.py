@@ -22,6 +22,7 @@ LAYERS = (
     "_checkpoints",
     "_applied",
     "_import_order",
+    "_import_uses",
     "_imports",
     "_rewrite",
     "_writeback",
