@@ -1,15 +1,20 @@
-"""How fast `scanrewrite --check` goes over a large real tree, against parsing it with libcst.
+"""How fast the rewrite goes, against parsing the same code with libcst.
 
-The tree is the installed sources of some packages (by default jax, numpy and libcst:
-about 1,700 files). The command runs as users run it, a subprocess with its default
-`-j` (the CPU count); the baseline parses every file with `libcst.parse_module` in one
-process, which is what a tool without the byte check and the pool would at least do.
-Both handle the same files: the command's own discovery (default excludes) picks them.
+Two parts, each a Markdown table on stdout (progress on stderr):
 
-    python benchmarks/rewrite_throughput.py [--packages jax numpy libcst] [--repeat 3]
+- Generated files (`_generated.py`: imports, functions, classes, `lax.scan` in several
+  spellings) of `--lines` lines with 1 and 10 scan calls per 100 lines: `rewrite()`,
+  `revert()` (of the rewritten file) and `scanrewrite --check -j1` on the file, each in a
+  fresh process, as ratios of its CPU time and peak memory (`ru_maxrss` of the process) to
+  a process that parses the same file with `libcst.parse_module` (run interleaved: parse,
+  rewrite, revert, check, parse, ...; the median of `--repeat`). Then a tree of `--tree`
+  such files of 1,000 lines, `scanrewrite --check` with `-j1` and `-j2`, against one
+  process parsing them all (CPU time of the whole process tree, and wall time).
+- The real tree (`--packages`, by default jax, numpy and libcst: about 1,700 files):
+  `scanrewrite --check` with its default `-j` against parsing every file in one process.
 
-Prints a markdown table: files, seconds (median of the repeats), files/s, and each time
-as a ratio to the libcst parse.
+    python benchmarks/rewrite_throughput.py [--lines 1000 10000 50000] [--tree 300]
+        [--packages jax numpy libcst] [--repeat 3] [--skip-real]
 """
 
 from __future__ import annotations
@@ -21,12 +26,19 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import libcst
 
 from scanrewrite.files import Discovery, find_project_root
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _generated import generated_file  # noqa: E402
+
+#: What a child process does to a file (`--child OP PATH`), timed around the operation alone.
+_OPS = ("parse", "rewrite", "revert")
 
 
 def package_folder(name: str) -> str:
@@ -60,13 +72,146 @@ def parse_all(paths: list[Path]) -> tuple[float, int]:
     return time.perf_counter() - start, failures
 
 
+def child(op: str, path: str) -> None:
+    """Run `op` on the file at `path` in this process and print its CPU seconds."""
+    from scanrewrite.codemod import revert, rewrite
+
+    source = Path(path).read_bytes()
+    if op == "revert":
+        source = rewrite(source).code
+    start = time.process_time()
+    if op == "parse":
+        libcst.parse_module(source)
+    elif op == "rewrite":
+        rewrite(source)
+    else:
+        revert(source)
+    print(time.process_time() - start)
+
+
+def measure(op: str, path: Path) -> tuple[float, int]:
+    """CPU seconds and peak KiB of `op` on `path` in a fresh process (`check`: the command)."""
+    if op == "check":
+        cpu, _, peak, _ = _run([sys.executable, "-m", "scanrewrite", "--check", "-j1", "-q", str(path)])
+        return cpu, peak
+    _, _, peak, out = _run([sys.executable, __file__, "--child", op, str(path)])
+    return float(out.split()[0]), peak
+
+
+def _run(args: list[str]) -> tuple[float, float, int, str]:
+    """(CPU seconds of the process and of the children it waited for, wall seconds, peak
+    memory in KiB, its output) of a process running `args` (forked by hand: `subprocess`
+    reaps the child before its usage can be read)."""
+    start = time.perf_counter()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(write, 1)
+        os.dup2(write, 2)
+        os.close(read)
+        os.execv(args[0], args)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    out = b"".join(chunks).decode()
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"error: {' '.join(args)} failed:\n{out}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss, out
+
+
+def generated(args: argparse.Namespace) -> None:
+    """The tables for generated files and a generated tree."""
+    from _common import (
+        Progress,  # it imports jax: not in the children, whose memory counts
+    )
+
+    folder = Path(tempfile.mkdtemp(prefix="scanrewrite-bench-"))
+    cases = [(lines, density) for lines in args.lines for density in (1, 10)]
+    ops = ("parse", "rewrite", "revert", "check")
+    progress = Progress(len(cases) * len(ops) * args.repeat + (3 * args.repeat if args.tree else 0))
+    rows = []
+    for lines, density in cases:
+        path = folder / f"g{lines}_{density}.py"
+        path.write_text(generated_file(lines, density))
+        cpu: dict[str, list[float]] = {op: [] for op in ops}
+        peak: dict[str, list[int]] = {op: [] for op in ops}
+        for _ in range(args.repeat):
+            for op in ops:  # interleaved, so that the machine's load falls on all alike
+                seconds, kib = measure(op, path)
+                cpu[op].append(seconds)
+                peak[op].append(kib)
+                progress.step(f"{lines} lines, {density}/100: {op}")
+        parse = statistics.median(cpu["parse"])
+        parse_peak = statistics.median(peak["parse"])
+        text = path.read_text()
+        row = [f"{len(text.splitlines()):,}", str(text.count("scan(")), f"{parse:.2f}"]
+        for op in ops[1:]:
+            row.append(f"{statistics.median(cpu[op]) / parse:.1f}x")
+        for op in ops[1:]:
+            row.append(f"{statistics.median(peak[op]) / parse_peak:.2f}x")
+        rows.append(row)
+    print("| lines | scan calls | parse CPU s | rewrite | revert | --check -j1 | rewrite memory | revert memory | --check memory |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if args.tree:
+        tree = folder / "tree"
+        tree.mkdir()
+        for index in range(args.tree):
+            (tree / f"module_{index}.py").write_text(generated_file(1000, (1, 10)[index % 2], seed=index))
+        runs: dict[str, list[tuple[float, float]]] = {"parse": [], "-j1": [], "-j2": []}
+        for _ in range(args.repeat):
+            cpu_s, wall, _, _ = _run([sys.executable, __file__, "--parse-tree", str(tree)])
+            runs["parse"].append((cpu_s, wall))
+            progress.step("tree: parse")
+            for jobs in ("-j1", "-j2"):
+                cpu_s, wall, _, _ = _run([sys.executable, "-m", "scanrewrite", "--check", jobs, "-q", str(tree)])
+                runs[jobs].append((cpu_s, wall))
+                progress.step(f"tree: --check {jobs}")
+        parse_cpu = statistics.median(c for c, _ in runs["parse"])
+        parse_wall = statistics.median(w for _, w in runs["parse"])
+        print()
+        print(f"| tree of {args.tree} files of 1,000 lines | CPU s | CPU vs parse | wall s | wall vs parse |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for name, label in (("parse", "libcst parse, one process"), ("-j1", "`scanrewrite --check -j1`"), ("-j2", "`scanrewrite --check -j2`")):
+            c = statistics.median(c for c, _ in runs[name])
+            w = statistics.median(w for _, w in runs[name])
+            print(f"| {label} | {c:.1f} | {c / parse_cpu:.1f}x | {w:.1f} | {w / parse_wall:.1f}x |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="+", default=["jax", "numpy", "libcst"])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median is shown")
-    parser.add_argument("--jobs", type=int, help="-j for the command (default: its own, the CPU count)")
+    parser.add_argument("--jobs", type=int, help="-j for the command on the real tree (default: its own, the CPU count)")
+    parser.add_argument("--lines", type=int, nargs="*", default=[1000, 10000, 50000], help="sizes of the generated files")
+    parser.add_argument("--tree", type=int, default=300, help="files in the generated tree (0: none)")
+    parser.add_argument("--skip-real", action="store_true", help="leave out the real tree")
+    parser.add_argument("--child", nargs=2, metavar=("OP", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--parse-tree", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return child(*args.child)
+    if args.parse_tree:
+        parse_all(sorted(Path(args.parse_tree).glob("*.py")))
+        return None
+    print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start; "
+          f"median of {args.repeat}")
+    print()
+    generated(args)
+    if args.skip_real:
+        return None
+    real(args)
+    return None
 
+
+def real(args: argparse.Namespace) -> None:
+    """The table for the installed sources of `args.packages`."""
     folders = [package_folder(name) for name in args.packages]
     root = find_project_root(folders)
     paths = [source.path for source in Discovery(root).collect(folders)]
@@ -83,8 +228,7 @@ def main() -> None:
     command, parse = statistics.median(command_runs), statistics.median(parse_runs)
 
     counted = sum(int(count) for count in re.findall(r"(\d+) (?:files? )?(?:would be rewritten|left unchanged|files? failed)", summary))
-    print(f"{len(paths)} files ({', '.join(args.packages)}), {with_scan} containing `scan`; "
-          f"{os.cpu_count()} CPUs; median of {args.repeat}")
+    print(f"{len(paths)} files ({', '.join(args.packages)}), {with_scan} containing `scan`")
     print(f"command summary: {summary}")
     if counted != len(paths):
         print(f"note: the command counted {counted} files, the baseline {len(paths)}")

@@ -92,8 +92,11 @@ class _CommentCollector(cst.CSTVisitor):
         self.comments.append((node, self._depth == 0))
 
 
-def pragma_comments(module: cst.Module) -> list[tuple[cst.Comment, Pragma]]:
-    """The comments in `module` that hold pragmas, in file order."""
+def pragma_comments(module: cst.Module, code: str | None = None) -> list[tuple[cst.Comment, Pragma]]:
+    """The comments in `module` (whose code is `code`, where the caller has it) that hold
+    pragmas, in file order."""
+    if code is not None and _PRAGMA.search(code) is None:
+        return []  # no comment in it can hold one: spare the walk over the whole tree
     collector = _CommentCollector()
     module.visit(collector)
     found = []

@@ -23,6 +23,7 @@ LAYERS = (
     "_applied",
     "_import_order",
     "_kept_imports",
+    "_import_uses",
     "_imports",
     "_rewrite",
     "_writeback",

@@ -24,6 +24,8 @@ The parts, each importing only those before it:
   and checkpointed by hand.
 - `_import_order`: where an added import goes, as import sorters would put it.
 - `_kept_imports`: the imports a user marked to keep (``# noqa``, ``import a as a``, ``__all__``).
+- `_import_uses`: which imports the rewrite leaves unused, as libcst's import remover
+  decides it, read off the scopes the rewrite already has.
 - `_imports`: the import the rewrite adds and the ones it leaves unused.
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.

@@ -128,9 +128,24 @@ class Checkpoints:
         self._wrappers = Resolver(scopes, _NAMES)
         self._targets = targets
         self._found = set(found)
-        index = _Index()
-        module.visit(index)
-        self._order, self._values = index.order, index.values
+        self._module = module
+        #: The order of nodes within one scope's node (so within each of its scopes) by
+        #: that node: indexed where a binding is looked up, not over the whole module.
+        self._orders: dict[cst.CSTNode, dict[cst.CSTNode, int]] = {}
+        #: The value assigned to each name target of the indexed nodes.
+        self._values: dict[cst.CSTNode, cst.BaseExpression] = {}
+
+    def _order(self, scope: Scope, site: cst.CSTNode) -> dict[cst.CSTNode, int]:
+        """The order of the nodes in `scope`'s node, which holds `site` (else of the module's)."""
+        for node in (getattr(scope, "node", self._module), self._module):
+            if node not in self._orders:
+                index = _Index()
+                node.visit(index)
+                self._orders[node] = index.order
+                self._values.update(index.values)
+            if site in self._orders[node]:
+                break
+        return self._orders[node]
 
     def body(self, call: cst.Call, target: Target) -> PerStep | HandChunked | None:
         """What wraps the function `call` (a call of `target`) scans, if anything."""
@@ -213,12 +228,13 @@ class Checkpoints:
         if not assignments or len({assignment.scope for assignment in assignments}) != 1:
             return None
         nodes = [assignment.node for assignment in assignments]
+        order = self._order(assignments[0].scope, site)
         if assignments[0].scope is scope:
             # Parameters and the like are bound first; a later binding replaces them.
-            before = [node for node in nodes if self._order.get(node, -1) < self._order[site]]
+            before = [node for node in nodes if order.get(node, -1) < order[site]]
         else:
             before = nodes  # an enclosing scope has run to its end by the time this runs
-        latest = max(before, key=lambda node: self._order.get(node, -1), default=None)
+        latest = max(before, key=lambda node: order.get(node, -1), default=None)
         if isinstance(latest, cst.FunctionDef) or latest in self._values:
             return latest
         return None

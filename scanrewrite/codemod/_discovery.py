@@ -174,6 +174,26 @@ class Survey(cst.CSTVisitor):
         self._callees: dict[cst.BaseExpression, Target | str] = {}
         #: (call, its target or why it is ambiguous), (reference, its target).
         self.found: list[tuple[cst.Call | cst.Name | cst.Attribute, Target | str]] = []
+        #: The nodes that hold a found one (the module, statements, blocks, ...): what a
+        #: transform of the found nodes must descend into.
+        self.holders: set[cst.CSTNode] = set()
+        #: The top-level statement that holds each found node.
+        self.top_level: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._path: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._path.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        self._path.pop()
+
+    def _found(self, node: cst.Call | cst.Name | cst.Attribute, resolved: Target | str) -> None:
+        self.found.append((node, resolved))
+        self.holders.update(self._path)
+        if len(self._path) > 1 and isinstance(self._path[0], cst.Module):
+            self.top_level[node] = self._path[1]
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -189,7 +209,7 @@ class Survey(cst.CSTVisitor):
     def leave_Call(self, original_node: cst.Call) -> None:
         resolved = self._callees.get(original_node.func)
         if resolved is not None:
-            self.found.append((original_node, resolved))
+            self._found(original_node, resolved)
 
     def visit_Name(self, node: cst.Name) -> None:
         self._reference(node)
@@ -202,7 +222,7 @@ class Survey(cst.CSTVisitor):
             return
         resolved = self._resolve(node)
         if isinstance(resolved, Target):
-            self.found.append((node, resolved))
+            self._found(node, resolved)
 
 
 

@@ -18,6 +18,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import GlobalScope, MetadataWrapper, Scope
 
 from scanrewrite.codemod._import_order import add_import, sort_key
+from scanrewrite.codemod._import_uses import NodeCollector, schedule_removal
 from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
 from scanrewrite.codemod._kept_imports import exports, kept_aliases
 
@@ -46,7 +47,7 @@ def schedule_import_removal(
         name = get_full_name_for_node(callee)
         if (name, scopes[callee]) in scheduled or _root(callee) not in unused_names:
             continue
-        RemoveImportsVisitor.remove_unused_import_by_node(context, callee)
+        schedule_removal(context, scopes, callee)
         if name is not None:
             scheduled.add((name, scopes[callee]))
     return whole_lines(wrapper.module, unused)
@@ -58,7 +59,7 @@ def unused_imports(
     """The import nodes whose names only the expressions in `gone` read, and those names."""
     replaced: set[cst.CSTNode] = set()
     for expression in gone:
-        expression.visit(_NodeCollector(replaced))
+        expression.visit(NodeCollector(replaced))
     unused: dict[cst.CSTNode, set[str]] = {}
     for expression in gone:
         root = _root(expression)
@@ -113,6 +114,7 @@ def apply_scheduled_imports(
     first_use: int | None = None,
     dropped: Collection[int] = (),
     first_party: Collection[str] = (),
+    unused: Mapping[cst.ImportAlias, cst.Import | cst.ImportFrom] | None = None,
 ) -> cst.Module:
     """`module` with the import additions and removals scheduled in `context` made.
 
@@ -122,7 +124,10 @@ def apply_scheduled_imports(
     sorters put it (see `_import_order`), before the top-level statement at index
     `first_use`, adding only its own line and the blank lines a section needs.
     `dropped` are the indices of the import lines that will be removed; `first_party`
-    the top-level names of the user's own packages.
+    the top-level names of the user's own packages. `unused` are the import names that
+    are unused once the edit is made (`unused_after_edit`, read off the tree before it),
+    the same objects in `module`; None has libcst find them in `module`, at the cost of
+    a scope analysis of the whole module.
     """
     items = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
     dropped = set(dropped)
@@ -139,11 +144,16 @@ def apply_scheduled_imports(
         scratch = {**context.scratch, AddImportsVisitor.CONTEXT_KEY: others}
         module = module.visit(_AddImportsOnly(replace(context, scratch=scratch)))
     if RemoveImportsVisitor.CONTEXT_KEY in context.scratch:
-        # As `transform_module`, without its deep copy of the tree: the only nodes
-        # that occur twice in it are whitespace `append_args` reused, whose
-        # metadata nobody reads.
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper)))
+        if unused is None:
+            # As `transform_module`, without its deep copy of the tree: the only nodes
+            # that occur twice in it are whitespace `append_args` reused, whose
+            # metadata nobody reads.
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            module = wrapper.visit(_RemoveImportsKeepingLines(replace(context, wrapper=wrapper)))
+        else:
+            remover = _RemoveImportsKeepingLines(context, unused=unused)
+            remover.only_top_level(module, list(unused.values()))
+            module = module.visit(remover)
     return module
 
 
@@ -196,12 +206,26 @@ class _KeepsLines:
         self._collapse = collapse_blank_lines
         self._pending: list[cst.EmptyLine] = []
         self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
+        #: The statements that may hold an import to remove (None: any may).
+        self._within: set[cst.CSTNode] | None = None
+
+    def only_top_level(self, module: cst.Module, imports: Collection[cst.CSTNode]) -> None:
+        """Descend only into the top-level lines of `module` that hold one of `imports`,
+        if every one of them is on such a line: the rest of the tree keeps its lines."""
+        lines = {
+            statement
+            for statement in module.body
+            if isinstance(statement, cst.SimpleStatementLine) and any(small in imports for small in statement.body)
+        }
+        found = sum(small in imports for line in lines for small in line.body)
+        self._within = lines if found == len(set(imports)) else None
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._pending and isinstance(node, _Statement):
             self._receivers[node] = self._pending
             self._pending = []
-        return super().on_visit(node)
+        descend = super().on_visit(node)
+        return descend and (self._within is None or not isinstance(node, _Statement) or node in self._within)
 
     def on_leave(
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
@@ -259,8 +283,16 @@ class _KeepsMarked:
 
 
 class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor):
-    """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`),
-    and the imports the user marked to keep (`_KeepsMarked`)."""
+    """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`) and
+    the imports the user marked to keep (`_KeepsMarked`), and takes the unused import names it
+    may remove as `unused`, where the caller knows them."""
+
+    def __init__(
+        self, context: CodemodContext, unused: Mapping[cst.ImportAlias, cst.Import | cst.ImportFrom] | None = None
+    ) -> None:
+        super().__init__(context)
+        self._known_unused = unused
+
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Import, cst.ImportFrom)):
@@ -271,6 +303,9 @@ class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor
         return super().on_visit(node) and not isinstance(node, cst.BaseExpression)
 
     def visit_Module(self, node: cst.Module) -> None:
+        if self._known_unused is not None:
+            self._unused_imports = dict(self._known_unused)
+            return
         visitor = _GatherUnused(self.context)
         node.visit(visitor)
         self._unused_imports = dict(visitor.unused_imports)
@@ -347,15 +382,3 @@ class ImportPruner(_KeepsMarked, _KeepsLines, cst.CSTTransformer):
 
 def _blank(lines: list[cst.EmptyLine]) -> bool:
     return all(line.comment is None for line in lines)
-
-
-class _NodeCollector(cst.CSTVisitor):
-    """Adds every node of the visited tree to a set."""
-
-    def __init__(self, nodes: set[cst.CSTNode]) -> None:
-        super().__init__()
-        self._nodes = nodes
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self._nodes.add(node)
-        return True

@@ -12,7 +12,7 @@ import re
 import warnings
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -56,6 +56,13 @@ class Parsed:
     tail: bytes
     bare_cr: bool
     exact: bool
+    #: `module.code`, kept from the check that it reproduces the input.
+    text: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def code(self) -> str:
+        """`module.code` (rendered once only)."""
+        return self.module.code if self.text is None else self.text
 
     @classmethod
     def from_bytes(cls, source: bytes) -> Parsed:
@@ -63,15 +70,17 @@ class Parsed:
         bare_cr = b"\r" in source and b"\n" not in source
         text = source.replace(b"\r", b"\n") if bare_cr else source
         module = _parse(text)
-        if module.bytes == text:
-            return cls(module, b"", bare_cr, exact=True)
+        code = module.code
+        if code.encode(module.encoding) == text:
+            return cls(module, b"", bare_cr, exact=True, text=code)
         tail = _BLANK_TAIL.search(text)
         if tail is not None and tail.start() > 0:
             head = text[: tail.start()]
             head_module = _parse(head)
-            if head_module.bytes == head:
-                return cls(head_module, text[tail.start() :], bare_cr, exact=True)
-        return cls(module, b"", bare_cr, exact=False)
+            head_code = head_module.code
+            if head_code.encode(head_module.encoding) == head:
+                return cls(head_module, text[tail.start() :], bare_cr, exact=True, text=head_code)
+        return cls(module, b"", bare_cr, exact=False, text=code)
 
     def render(self, module: cst.Module) -> bytes:
         """The bytes of `module`, a transformed `self.module`, in the input's layout."""

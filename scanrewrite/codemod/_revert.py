@@ -80,7 +80,7 @@ def revert(
         # No runtime call can be spelled without those bytes: nothing to read.
         return RewriteResult(source, (), tuple(Skipped(line, NO_CALL) for line in sorted(wanted or ())))
     parsed = Parsed.from_bytes(source)
-    calls = RuntimeCalls(parsed.module)
+    calls = RuntimeCalls(parsed.module, parsed.code)
     if calls.skip_file is not None:
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
     # `functools.partial(scanrewrite.runtime.nnx_scan, ...)`: the scan is its first argument.
@@ -100,7 +100,7 @@ def revert(
         return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
 
     context = CodemodContext()
-    spellings = Spellings(parsed.module, calls.scopes, line_length, plans)
+    spellings = Spellings(parsed.module, calls.scopes, line_length, plans, calls.holders, calls.top_level)
     reverted = []
     for call, plan in plans.items():
         spelling = spellings.choose(call, plan.target)
@@ -120,7 +120,7 @@ def revert(
     unused = unused_imports(calls.scopes, gone)
     # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
     unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
-    replacer = _Revert(plans, parsed.module, line_length, set(partials))
+    replacer = _Revert(plans, parsed.module, line_length, set(partials), calls.holders)
     module = parsed.module.visit(replacer)
     module = spellings.extend_from_imports(module)
     # As the rewrite: the import added first, placed knowing which lines go, then those go.
@@ -128,7 +128,9 @@ def revert(
     # An import a reverted call needs goes before the first statement with one.
     first_use = min((spellings.statement_of[call] for call in plans), default=None)
     module = apply_scheduled_imports(module, context, first_use, dropped, first_party)
-    module = module.visit(ImportPruner(unused, collapse_blank_lines=True))
+    pruner = ImportPruner(unused, collapse_blank_lines=True)
+    pruner.only_top_level(module, list(unused))
+    module = module.visit(pruner)
     module = _no_blank_start(parsed.module, module)
     reverted.sort(key=lambda call: call.line)
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
@@ -175,7 +177,8 @@ def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
     """The lines among `lines` whose calls a pragma pins (``unroll=N``), and why."""
     if b"scanrewrite:" not in source:
         return {}
-    calls = RuntimeCalls(Parsed.from_bytes(source).module)
+    parsed = Parsed.from_bytes(source)
+    calls = RuntimeCalls(parsed.module, parsed.code)
     pinned = {}
     for line in lines:
         for call, _ in calls.by_line.get(line, []):
@@ -188,7 +191,8 @@ def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
 def _call_lines(source: bytes) -> list[int]:
     if b"scanrewrite" not in source:
         return []
-    return sorted(RuntimeCalls(Parsed.from_bytes(source).module).by_line)
+    parsed = Parsed.from_bytes(source)
+    return sorted(RuntimeCalls(parsed.module, parsed.code).by_line)
 
 
 @dataclass
@@ -254,11 +258,18 @@ class _Revert(KeepLayout):
     `ImportPruner` finds the unused ones afterwards."""
 
     def __init__(
-        self, plans: dict[cst.Call, _Plan], module: cst.Module, line_length: int, partials: set[cst.Call] = frozenset()
+        self,
+        plans: dict[cst.Call, _Plan],
+        module: cst.Module,
+        line_length: int,
+        partials: set[cst.Call] = frozenset(),
+        holders: Collection[cst.CSTNode] | None = None,
     ) -> None:
         super().__init__(module, line_length)
         self._plans = plans
         self._partials = partials
+        #: The nodes that hold a runtime call (None: any may): nothing else changes.
+        self._holders = holders
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self._edit_count_before.append(self._edit_count)
@@ -272,7 +283,8 @@ class _Revert(KeepLayout):
         return relayout_decorator(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
+        descend = super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
+        return descend and (self._holders is None or node in self._holders)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         plan = self._plans.get(original_node)

@@ -19,6 +19,7 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
+from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.codemod._layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
@@ -118,7 +119,7 @@ def rewrite(
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
-        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True))
+        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True), parsed.code)
     except SkipFile:
         return RewriteResult(source, (), tuple(rewriter.skipped))
     code = parsed.render(module) if rewriter.rewritten else source
@@ -149,13 +150,9 @@ def check_options(
 
 class Rewriter:
     """The transform of one module, as plain libcst passes that `rewrite` and
-    `ScanRewriteCommand` both drive.
-
-    It computes only the metadata it reads: scopes for the whole tree, qualified names
-    only for names that may be a target, and lines only for the calls, references and
-    pragmas that are reported (libcst's providers over every node, and matcher-based
-    visitors, were most of the time).
-    """
+    `ScanRewriteCommand` both drive: scopes for the whole tree, qualified names only for
+    names that may be a target, lines only for what is reported, and the edit only in
+    the statements that hold a call (see `Survey.holders`)."""
 
     def __init__(
         self,
@@ -190,13 +187,13 @@ class Rewriter:
         #: The per-step Flax remat of a Flax scan (its call, or the call an applied scan stands for).
         self._flax_remat: dict[cst.Call, str] = {}
 
-    def transform(self, wrapper: MetadataWrapper) -> cst.Module:
-        """`wrapper.module` rewritten, with the scheduled import additions and removals
-        (see `apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
+    def transform(self, wrapper: MetadataWrapper, code: str | None = None) -> cst.Module:
+        """`wrapper.module` (whose `code` the caller may pass) rewritten, with the scheduled
+        import edits (`apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
         module = wrapper.module
         self._scopes = wrapper.resolve(ScopeProvider)
         self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
-        code = module.code
+        code = module.code if code is None else code
         comments = pragma_comments(module) if "scanrewrite" in code else []
         survey = Survey(resolver.resolve)
         module.visit(survey)
@@ -240,9 +237,11 @@ class Rewriter:
         applied_sites = {use.site: use for use in applied.values()}
         callees = [applied_sites[node].reference if node in applied_sites else node.func for node in calls]
         dropped = schedule_import_removal(self._context, wrapper, self._scopes, callees)
-        replacer = _ReplaceCalls(calls, module, self.line_length, code, set(applied_sites))
+        uses = policy_uses(self._scopes, {call: plan for call, (_, plan) in calls.items()})
+        unused = unused_after_edit(self._context, module, self._scopes, callees, uses, code)
+        replacer = _ReplaceCalls(calls, module, self.line_length, code, set(applied_sites), survey.holders)
         module = module.visit(replacer)
-        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party)
+        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party, unused)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
@@ -337,8 +336,8 @@ class Rewriter:
 
 
 class _ReplaceCalls(KeepLayout):
-    """Gives each planned call its replacement callee and appends its new arguments; a
-    statement with a replaced call keeps the formatters' layout (see `KeepLayout`)."""
+    """Gives each planned call its replacement callee and appends its new arguments; a statement
+    with a replaced call keeps the formatters' layout (`KeepLayout`); only `holders` are visited."""
 
     def __init__(
         self,
@@ -347,15 +346,15 @@ class _ReplaceCalls(KeepLayout):
         line_length: int | None,
         code: str,
         applied: set[cst.CSTNode] = frozenset(),
+        holders: Collection[cst.CSTNode] | None = None,
     ) -> None:
         super().__init__(module, line_length, code)
-        self._calls = calls
+        self._calls, self._holders = calls, holders
         #: The decorators and `functools.partial` calls that apply a scan (see `_applied`).
         self._applied = applied
         self._top_level: dict[cst.CSTNode, int] = {}
         self._current: int | None = None
-        #: The index in the module's body of the first statement with a replaced call;
-        #: the import it needs must come before it.
+        #: The index in the module's body of the first statement with a replaced call (the import goes above).
         self.first_use: int | None = None
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -364,7 +363,9 @@ class _ReplaceCalls(KeepLayout):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node in self._top_level:
             self._current = self._top_level[node]
-        return super().on_visit(node)
+        # The imports stay the same objects, which the import remover was told about.
+        descend = super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
+        return descend and (self._holders is None or node in self._holders)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self._edit_count_before.append(self._edit_count)

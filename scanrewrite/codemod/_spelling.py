@@ -53,13 +53,20 @@ class Spellings:
         scopes: Mapping[cst.CSTNode, Scope | None],
         line_length: int,
         calls: Collection[cst.Call],
+        holders: Collection[cst.CSTNode] | None = None,
+        top_level: Mapping[cst.CSTNode, cst.CSTNode] | None = None,
     ) -> None:
         self._module = module
         self._scopes = scopes
         self._line_length = line_length
-        #: Each call's top-level statement's index in the module's body.
-        self.statement_of = top_level_indices(module, calls)
-        imports = _Imports(calls)
+        #: Each call's top-level statement's index in the module's body (`top_level`, where
+        #: the caller knows each call's top-level statement, spares a walk).
+        if top_level is not None and all(call in top_level for call in calls):
+            index = {statement: position for position, statement in enumerate(module.body)}
+            self.statement_of = {call: index[top_level[call]] for call in calls}
+        else:
+            self.statement_of = top_level_indices(module, calls)
+        imports = _Imports(calls, holders)
         module.visit(imports)
         #: Every (name, what it names) an import in the module binds, in file order.
         self._bindings = list(dict.fromkeys(pair for node in imports.found for pair in _bound_by(node)))
@@ -215,9 +222,11 @@ class _Imports(cst.CSTVisitor):
     """Collects every import in file order (`found`), and numbers, in file order, the
     given calls and the imports on their scope's straight-line path (`order`)."""
 
-    def __init__(self, calls: Collection[cst.Call]) -> None:
+    def __init__(self, calls: Collection[cst.Call], holders: Collection[cst.CSTNode] | None = None) -> None:
         super().__init__()
         self._calls = set(calls)
+        #: The nodes that hold the calls (None: any may); no other expression holds either.
+        self._holders = holders
         self.found: list[cst.Import | cst.ImportFrom] = []
         self.order: dict[cst.CSTNode, int] = {}
         #: Per scope entered, how many branches deep the visit is in it.
@@ -235,7 +244,8 @@ class _Imports(cst.CSTVisitor):
             return False
         if node in self._calls:
             self.order[node] = len(self.order)
-        return True
+        # An expression holds no import (a statement), so only one that holds a call counts.
+        return self._holders is None or not isinstance(node, cst.BaseExpression) or node in self._holders
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):

@@ -109,7 +109,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
         check_options(settings.unroll, None if settings.checkpoint == "checkpoint" else settings.checkpoint, settings.levels)
     parsed = Parsed.from_bytes(source)
-    sites = RuntimeCalls(parsed.module) if b"scanrewrite" in source else None
+    sites = RuntimeCalls(parsed.module, parsed.code) if b"scanrewrite" in source else None
     if sites is None or sites.skip_file is not None:
         reason = "skip-file pragma" if sites is not None else NO_CALL
         skipped = tuple(Skipped(line, reason) for line in sorted(picks))
@@ -161,7 +161,7 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     parsed = Parsed.from_bytes(source)
     if b"scanrewrite" not in source:
         return {}
-    sites = RuntimeCalls(parsed.module)
+    sites = RuntimeCalls(parsed.module, parsed.code)
     found: dict[int, int | None] = {}
     for line, calls in sorted(sites.by_line.items()):
         for call, resolved in calls:
@@ -176,13 +176,15 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
 class RuntimeCalls:
     """The runtime calls of one module, by their first line, and the pragmas on them."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, code: str | None = None) -> None:
         self.wrapper = wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.scopes = wrapper.resolve(ScopeProvider)
         self.resolver = resolver = Resolver(self.scopes, _BY_REPLACEMENT)
         survey = Survey(resolver.resolve)
         module.visit(survey)
-        comments = pragma_comments(module)
+        #: What holds a runtime call or reference (`Survey.holders`), and its top-level statement.
+        self.holders, self.top_level = survey.holders, survey.top_level
+        comments = pragma_comments(module, module.code if code is None else code)
         calls = [
             (node, _shadowed(node, resolver) or resolved)
             for node, resolved in survey.found

@@ -1,0 +1,220 @@
+"""Which imports an edit leaves unused, decided as libcst's `RemoveImportsVisitor` decides
+it, but read off the scopes of the tree before the edit.
+
+libcst's visitor analyses the scopes of the whole edited module again (and builds a
+matcher visitor per scheduled callee); the rewrite knows what it replaces and what it
+adds, so the scopes it already has answer the same question.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import GatherExportsVisitor, GatherNamesFromStringAnnotationsVisitor, RemoveImportsVisitor
+from libcst.helpers import get_absolute_module_from_package_for_import, get_full_name_for_node
+from libcst.metadata import Assignment, GlobalScope, ImportAssignment, MetadataWrapper, Scope
+from libcst.metadata.scope_provider import _gen_dotted_names
+
+__all__ = ["NodeCollector", "policy_uses", "schedule_removal", "unused_after_edit"]
+
+
+def schedule_removal(context: CodemodContext, scopes: Mapping[cst.CSTNode, Scope | None], callee: cst.BaseExpression) -> None:
+    """What `RemoveImportsVisitor.remove_unused_import_by_node(context, callee)` does:
+    schedule the removal of every import that binds a name or attribute in `callee`, in
+    its scope or one around it (without building libcst's visitor, which costs more
+    than the rest of it)."""
+    nodes: dict[cst.CSTNode, None] = {}  # in the order libcst's visitor meets them
+    callee.visit(NodeCollector(nodes))
+    for node in (node for node in nodes if isinstance(node, (cst.Name, cst.Attribute))):
+        local_name = get_full_name_for_node(node)
+        scope = scopes.get(node)
+        if local_name is None or scope is None:
+            continue
+        while True:
+            for assignment in scope.assignments[node] or set():
+                imported = getattr(assignment, "node", None)
+                if isinstance(assignment, Assignment) and isinstance(imported, (cst.Import, cst.ImportFrom)):
+                    _schedule_aliases(context, local_name, imported)
+            if scope is scope.parent:
+                break
+            scope = scope.parent
+
+
+def _schedule_aliases(context: CodemodContext, local_name: str, node: cst.Import | cst.ImportFrom) -> None:
+    """Schedule the names of `node` that `local_name` reads (as libcst's `RemovedNodeVisitor`)."""
+    if isinstance(node.names, cst.ImportStar):
+        return
+    module = None
+    if isinstance(node, cst.ImportFrom):
+        module = get_absolute_module_from_package_for_import(context.full_package_name, node)
+        if module is None:
+            raise ValueError("Cannot look up absolute module from relative import!")
+    for alias in node.names:
+        prefix = alias.evaluated_name if alias.evaluated_alias is None else alias.evaluated_alias
+        if local_name == prefix or local_name.startswith(f"{prefix}."):
+            if module is None:
+                RemoveImportsVisitor.remove_unused_import(context, alias.evaluated_name, asname=alias.evaluated_alias)
+            else:
+                RemoveImportsVisitor.remove_unused_import(
+                    context, module, obj=alias.evaluated_name, asname=alias.evaluated_alias
+                )
+
+
+def unused_after_edit(
+    context: CodemodContext,
+    module: cst.Module,
+    scopes: Mapping[cst.CSTNode, Scope | None],
+    gone: list[cst.BaseExpression],
+    new_uses: Collection[object] = (),
+    code: str | None = None,
+) -> dict[cst.ImportAlias, cst.Import | cst.ImportFrom]:
+    """The import names that libcst's `GatherUnusedImportsVisitor` would find unused in
+    `module` once the expressions in `gone` are replaced, among those whose removal is
+    scheduled in `context`, read off the scopes of `module` before the edit.
+
+    `new_uses` are the scope assignments that the edit reads anew (``jax`` for a written
+    checkpoint policy). A name stays in use as libcst has it: read elsewhere, listed in
+    `__all__`, or named in a string annotation. `code` is `module.code`, where the caller has it.
+    """
+    scheduled = {
+        name
+        for module_name, obj, _ in context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY, [])
+        for name in ((module_name,) if obj is None else (obj,))
+    }
+    if not scheduled:
+        return {}
+    replaced: set[cst.CSTNode] = set()
+    for expression in gone:
+        expression.visit(NodeCollector(replaced))
+    new_uses = set(new_uses)
+    imports = {
+        assignment.node
+        for scope in {scope for scope in scopes.values() if scope is not None}
+        for assignment in scope.assignments
+        if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
+    }
+
+    def read(scope: Scope, name: str) -> bool:
+        return any(
+            isinstance(assignment, ImportAssignment)
+            and (assignment in new_uses or any(access.node not in replaced for access in assignment.references))
+            for assignment in scope[name]
+        )
+
+    unused: dict[cst.ImportAlias, cst.Import | cst.ImportFrom] = {}
+    for node in imports:
+        if isinstance(node.names, cst.ImportStar) or (
+            isinstance(node, cst.ImportFrom) and (node.module is None or _module_value(node) == "__future__")
+        ):
+            continue
+        scope = scopes.get(node)
+        if scope is None:
+            continue
+        for alias in node.names:
+            if alias.evaluated_name not in scheduled:
+                continue
+            if not any(read(scope, name) for name in _local_names(alias)):
+                unused[alias] = node
+    if unused:
+        names = {name for alias in unused for name in _local_names(alias)}
+        exported, annotated = _named_in_strings(context, module, names, module.code if code is None else code)
+        # `__all__` names module-level names: it keeps no import in a function (as in ruff).
+        unused = {
+            alias: node
+            for alias, node in unused.items()
+            if not (annotated | (exported if isinstance(scopes.get(node), GlobalScope) else set()))
+            & set(_local_names(alias))
+        }
+    return unused
+
+
+def _module_value(node: cst.ImportFrom) -> object:
+    return node.module.value if isinstance(node.module, cst.Name) else None
+
+
+def _local_names(alias: cst.ImportAlias) -> list[str]:
+    return [name for name, _ in _gen_dotted_names(alias.asname.name if alias.asname else alias.name)]
+
+
+def _named_in_strings(
+    context: CodemodContext, module: cst.Module, names: set[str], code: str
+) -> tuple[set[str], set[str]]:
+    """Those of `names` that libcst counts as used by `__all__`, and those it counts as used
+    by a string annotation.
+
+    Its visitors walk the whole module (the one for annotations with qualified names of
+    every call and subscript), so they run only where one of `names` is written in a
+    string that may be one of those.
+    """
+    if not any(name in code for name in names):
+        return set(), set()
+    strings = _strings_that_may_name(code)
+    if not any(name in string for string in strings for name in names):
+        return set(), set()
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper.resolve_many(GatherNamesFromStringAnnotationsVisitor.get_inherited_dependencies())
+    context = replace(context, wrapper=wrapper)
+    exports = GatherExportsVisitor(context)
+    module.visit(exports)
+    annotations = GatherNamesFromStringAnnotationsVisitor(context)
+    module.visit(annotations)
+    return names & exports.explicit_exported_objects, names & annotations.names
+
+
+def _strings_that_may_name(code: str) -> list[str]:
+    """The string literals of `code` that libcst may read names from: those in an
+    annotation, in a call, or assigned (`__all__`); all of them where `code` does not
+    parse with Python's parser."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [code]
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            roots.append(node)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            roots.append(node.returns)
+        elif isinstance(node, ast.Call):
+            roots.append(node)
+    return [
+        node.value
+        for root in roots
+        for node in ast.walk(root)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def policy_uses(scopes: Mapping[cst.CSTNode, Scope | None], calls: Mapping[cst.CSTNode, list[cst.Arg]]) -> set[object]:
+    """The bindings of `jax` that the checkpoint policies (``jax.checkpoint_policies.NAME``)
+    among the arguments added to `calls` read."""
+    return {
+        assignment
+        for call, added in calls.items()
+        if any(arg.keyword is not None and arg.keyword.value == "checkpoint" and isinstance(arg.value, cst.Attribute) for arg in added)
+        for assignment in scopes[call]["jax"]
+    }
+
+
+class NodeCollector(cst.CSTVisitor):
+    """Adds every node of the visited tree to a set (or, in visit order, to a dict's keys)."""
+
+    def __init__(self, nodes: set[cst.CSTNode] | dict[cst.CSTNode, None]) -> None:
+        super().__init__()
+        self._nodes = nodes
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(self._nodes, dict):
+            self._nodes[node] = None
+        else:
+            self._nodes.add(node)
+        return True
