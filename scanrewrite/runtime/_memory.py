@@ -16,8 +16,9 @@ requested k, the runtime builds d instead: the same numbers, no more memory, les
 The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
 equation whose derivative needs a value of the step keeps it (the tables below: `log` its
 input, `exp` its output, `tanh` a value of its own, a product each factor where the other has
-a tangent, a factorization its factors, a linear solve its solution and its operators), counted once, if it varies from step to step (it depends on the carry, or on `xs`
-other than through a slice that the loop already holds) and its tangent reaches the step's
+a tangent, a factorization its factors, a linear solve its solution and its operators),
+counted once, if it varies from step to step (it depends on the carry, or on `xs` other than
+through a slice that the loop already holds) and its tangent reaches the step's
 outputs (`stop_gradient` cuts it off). The carry and the slices are taken to have a tangent (so
 a product with a slice of data that has none counts a factor that jax does not keep); a
 closed-over value has one where it is seen to be differentiated (`_differentiated`), as the
