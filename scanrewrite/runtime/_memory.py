@@ -16,9 +16,8 @@ requested k, the runtime builds d instead: the same numbers, no more memory, les
 The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
 equation whose derivative needs a value of the step keeps it (the tables below: `log` its
 input, `exp` its output, `tanh` a value of its own, a product each factor where the other has
-a tangent, a factorization its factors, a linear solve its solution and its operators),
-counted once, if it varies from step to step (it depends on the carry, or on `xs` other than
-through a slice that the loop already holds) and its tangent reaches the step's
+a tangent), counted once, if it varies from step to step (it depends on the carry, or on `xs`
+other than through a slice that the loop already holds) and its tangent reaches the step's
 outputs (`stop_gradient` cuts it off). The carry and the slices are taken to have a tangent (so
 a product with a slice of data that has none counts a factor that jax does not keep); a
 closed-over value has one where it is seen to be differentiated (`_differentiated`), as the
@@ -61,8 +60,8 @@ def _nbytes(aval: Any) -> int:
 # computes from the primal in the forward pass, the size of the output, kept by nothing else
 # (d tanh(x) = 1 - tanh(x)^2, d x^3 = 3 x^2)...
 _KEEPS_NEW = frozenset({"tanh", "logistic", "sqrt", "rsqrt", "integer_pow", "sin", "cos"})
-# ...its output (d exp(x) = exp(x); a factorization's factors, which its derivative solves with)...
-_KEEPS_OUTPUT = frozenset({"exp", "exp2", "expm1", "cbrt", "max", "min", "lu", "cholesky"})
+# ...its output (d exp(x) = exp(x))...
+_KEEPS_OUTPUT = frozenset({"exp", "exp2", "expm1", "cbrt", "max", "min"})
 # ...its input (d log(x) = 1 / x)...
 _KEEPS_INPUT = frozenset(
     {"log", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}
@@ -123,15 +122,6 @@ def _residuals(
         moving = [v for v in ins if v in varying and v in tangent]
         if name in _PRODUCTS and len(args) == 2:
             kept.update(a for a, b in (args, args[::-1]) if a in varying and b in tangent)
-        elif name == "custom_linear_solve":
-            # d x = solve(db - matvec'(x)) (`jnp.linalg.solve`): the solution x, and the
-            # operands its matvec and solves close over (the matrix, its factors) where they vary.
-            kept.update(eqn.outvars)
-            kept.update(v for v in args[: sum(eqn.params["const_lengths"])] if v in varying)
-        elif name == "triangular_solve":
-            # d(A^-1 b) = A^-1 (db - dA x): A where it varies, and the solution x.
-            kept.update(v for v in args[:1] if v in varying)
-            kept.update(eqn.outvars)
         elif name == "div":
             # d(a / b) = da / b - a db / b^2: b is kept, and a where b has a tangent.
             kept.update(v for v in args if v in varying and (v is args[1] or args[1] in tangent))
