@@ -91,7 +91,8 @@ def _mixed_spelling(tree: ast.AST) -> bool:
 def _conditional_import(tree: ast.AST) -> bool:
     """Whether an import may not have run where a call is (under ``if TYPE_CHECKING:``, in a
     ``try``, a loop or a branch): the revert spells no call through it, but adds an import."""
-    branches = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While, ast.Match)
+    # `try/except*` is Python 3.11's (ast.TryStar); on 3.10 it cannot be written at all.
+    branches = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.For, ast.AsyncFor, ast.While, ast.Match)
     return any(
         isinstance(inner, (ast.Import, ast.ImportFrom))
         for node in ast.walk(tree)
