@@ -293,7 +293,6 @@ class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor
         super().__init__(context)
         self._known_unused = unused
 
-
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Import, cst.ImportFrom)):
             for alias in self._kept(node):
