@@ -75,8 +75,9 @@ def block(params: dict, h):
     return h + jax.nn.gelu(x @ params["up"]) @ params["down"]
 
 
-def make_variants(n: int, ks: list[int]) -> dict[str, Callable]:
-    """name -> loop(step, h) that applies `step` n times to `h`."""
+def make_variants(n: int, ks: list[int], extras: bool = True) -> dict[str, Callable]:
+    """name -> loop(step, h) that applies `step` n times to `h`: the origin discussion's
+    variants, and with `extras` the rewrite's other settings at the largest k."""
     lax_scan = lambda step, h, **kw: jax.lax.scan(step, h, length=n, **kw)[0]
     runtime = lambda step, h, **kw: scanrewrite.runtime.scan(step, h, length=n, **kw)[0]
 
@@ -99,6 +100,8 @@ def make_variants(n: int, ks: list[int]) -> dict[str, Callable]:
     policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
     for k in ks:
         variants[f"scanrewrite k={k}"] = functools.partial(runtime, unroll=k)
+    if not extras:
+        return variants
     k = ks[-1]
     variants[f"scanrewrite k={k}, checkpoint=False"] = functools.partial(runtime, unroll=k, checkpoint=False)
     variants[f"scanrewrite k={k}, dots_with_no_batch_dims_saveable"] = functools.partial(
@@ -124,7 +127,7 @@ def run(args) -> tuple[str, bool]:
         return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
 
     compiled, rows, too_big = {}, {}, {}
-    for name, loop in make_variants(args.n, args.ks).items():
+    for name, loop in make_variants(args.n, args.ks, extras=not args.origin_only).items():
         try:
             compiled[name], seconds, temp = compile_with_costs(value_and_grad(loop), params, h0)
         except Exception as error:  # jax's XlaRuntimeError; its module moves between releases
@@ -229,6 +232,9 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, help="applications of the block (scan length)")
     parser.add_argument("--ks", type=int, nargs="+", help="chunk sizes for scanrewrite; the last is also lax.scan's unroll")
     parser.add_argument("--repeats", type=int, help="timed runs per variant")
+    parser.add_argument(
+        "--origin-only", action="store_true", help="only the origin discussion's variants (not checkpoint=False, a policy, eqxi_scan)"
+    )
     parser.add_argument("--plot", help="also write step time and memory against k to this image file (needs matplotlib)")
     parser.add_argument("--tune", action="store_true", help="run scanrewrite.tune on the workload and print its tables")
     parser.add_argument("--memory-budget", help="with --tune: bytes ('2GiB') or a fraction of lax.scan's ('0.5x')")
