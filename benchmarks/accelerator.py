@@ -86,7 +86,7 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
     batch = "32" if memory_bytes is not None and memory_bytes >= 26 * 2**30 else "16"
     # Most wanted first: where a slow compiler spends the budget, what is cut is the last.
     return (
-        Benchmark("ut_scan", ("--gpu", "--batch", batch, "--origin-only", "--repeats", "10"), "the origin workload"),
+        Benchmark("ut_scan", ("--gpu", "--batch", batch, "--origin-only", "--compile-threads", "4", "--repeats", "10"), "the origin workload"),
         Benchmark("long_scan", ("--ns", "1024", "4096", "--ks", "1", "2", "4", "--carry", "65536"), "long scans"),
         Benchmark(
             "compile_time",
@@ -95,7 +95,7 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
         ),
         Benchmark(
             "per_step_checkpoint",
-            ("--layout", "straight", "--n", "16", "--ks", "2", "4", "--batch", "8", "--seq", "512",
+            ("--layout", "straight", "--n", "8", "--ks", "2", "4", "--batch", "8", "--seq", "512",
              "--width", "512", "--rounds", "1", "--repeats", "20"),
             "per-step checkpoints",
         ),  # fmt: skip
@@ -103,7 +103,9 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
 
 
 SMOKE_BENCHMARKS = (
-    Benchmark("ut_scan", ("--batch", "1", "--seq", "8", "--width", "16", "--n", "3", "--ks", "2", "--repeats", "2"), ""),
+    Benchmark(
+        "ut_scan", ("--batch", "1", "--seq", "8", "--width", "16", "--n", "3", "--ks", "2", "--compile-threads", "2", "--repeats", "2"), ""
+    ),
     Benchmark("long_scan", ("--ns", "8", "--ks", "2", "--carry", "128", "--repeats", "2"), ""),
     Benchmark(
         "compile_time", ("--layout", "straight", "--ns", "3", "--ks", "2", "--kinds", "jit-grad", "--repeats", "1", "--costs"), ""
