@@ -95,16 +95,16 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
-            k = chunk_size(unroll, n)
-            if layout.fit_chunk and chunk_checkpoint is True and 1 < k:
-                # Rolled, k only trades carries for residuals: build the chunk size that keeps
-                # no more and compiles faster (`_memory`).
-                k = _memory.rolled_chunk_size(body, n, k, levels, constant_inputs=constant_inputs)
+            fitted = _memory.Fit(chunk_size(unroll, n))
+            if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
+                # Rolled, k only trades carries for residuals: build the chunks that keep no
+                # more and compile faster (`_memory`).
+                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels, constant_inputs=constant_inputs)
             return _chunks.chunked(
                 body,
                 xs,
                 n,
-                k,
+                fitted.size,
                 reverse,
                 outer,
                 _chunks.wrapper(chunk_checkpoint, prevent_cse=False),
@@ -112,6 +112,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 # with the forward pass and keep the residuals after all.
                 _chunks.wrapper(chunk_checkpoint, prevent_cse=True),
                 layout,
+                checkpoint_steps=fitted.checkpoint_steps,
             )
 
         return run
