@@ -385,3 +385,50 @@ def test_the_fitted_chunk_computes_what_lax_scan_computes(make_step, n, k, chose
             results.append((jax.jit(value_and_grad) if jit else value_and_grad)(*args))
     actual, expected = results
     assert assert_trees_close(actual, expected, **TOL["float64"]) == len(jax.tree_util.tree_leaves(expected)) == 5
+
+
+def ekf_step(w, obs):
+    """The extended Kalman filter step of `benchmarks/eager_overhead.py` (a `jax.jacfwd`, a
+    `jnp.linalg.solve`): its residuals count about 5 to 7 carries, by jax release."""
+
+    def dynamics(m):
+        return jnp.tanh(w @ m) + 0.5 * m
+
+    def step(carry, y):
+        m, cov = carry
+        jac = jax.jacfwd(dynamics)(m)
+        m, cov = dynamics(m), jac @ cov @ jac.T + 0.01 * jnp.eye(8)
+        s = obs @ cov @ obs.T + 0.1 * jnp.eye(4)
+        gain = jnp.linalg.solve(s, obs @ cov).T
+        return (m + gain @ (y - obs @ m), cov - gain @ s @ gain.T), m
+
+    return step
+
+
+def test_a_step_whose_k_leaves_steps_over_builds_no_leftover_loop():
+    """The EKF step at N = 50, k = 3 (16 chunks and 2 steps over) keeps more with one step per
+    chunk, and chunks of 2 keep about as much as chunks of 3 (which way the lower bound tips
+    differs between jax releases): it builds chunks or blocks that divide 50, keeping no more
+    memory than chunks of 3, and computes what `jax.lax.scan` computes."""
+    rng = np.random.default_rng(0)
+    w, obs = (jnp.asarray(rng.normal(size=shape) / np.sqrt(shape[-1]), jnp.float32) for shape in ((8, 8), (4, 8)))
+    m0, ys = jnp.zeros(8, jnp.float32), jnp.asarray(rng.normal(size=(50, 4)), jnp.float32)
+
+    def loss_with(scan_impl):
+        return lambda m0, ys: jnp.sum(scan_impl(ekf_step(w, obs), (m0, jnp.eye(8)), ys)[1] ** 2)
+
+    runtime = loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3))
+    with pinned_layout("fitted"):
+        lengths = scan_lengths(jax.make_jaxpr(runtime)(m0, ys).jaxpr)
+    assert len(lengths) == 2 and lengths[0] * lengths[1] == 50, lengths
+    temp = {}
+    for layout in ("fitted", "rolled"):
+        with pinned_layout(layout):
+            compiled = jax.jit(jax.grad(loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3)))).lower(m0, ys).compile()
+        temp[layout] = compiled.memory_analysis().temp_size_in_bytes
+    assert temp["fitted"] <= temp["rolled"], temp
+    with pinned_layout("fitted"):
+        for wrap in (jax.jit, lambda fn: fn):
+            actual = wrap(jax.value_and_grad(runtime, argnums=(0, 1)))(m0, ys)
+            expected = wrap(jax.value_and_grad(loss_with(jax.lax.scan), argnums=(0, 1)))(m0, ys)
+            assert assert_trees_close(actual, expected, **TOL["float32"]) == 3
