@@ -26,10 +26,16 @@ ratios to `lax.scan`.
     python benchmarks/compile_time.py --layout rolled --costs   # the CPU's chunks, of k steps exactly
     python benchmarks/compile_time.py --layout straight --unrolled-base   # also against lax.scan(unroll=k)
     python benchmarks/compile_time.py --workload ekf   # the EKF step of eager_overhead.py, N 50
+    python benchmarks/compile_time.py --workload ekf --kinds eager-grad --where   # where the time goes
 
 `--workload ekf` measures the extended Kalman filter step of `benchmarks/eager_overhead.py` (an
 8-dim state, a `jax.jacfwd`, a `jnp.linalg.solve`; its carry outweighs its residuals less than
 the origin block's) over N = 50 observations, differentiated with respect to the initial mean.
+
+`--where` splits each cell's CPU time into XLA's compilation (per program), lowering to MLIR,
+and the rest (tracing, differentiating, dispatching and running), by timing two of jax's
+internal functions (`jax._src.compiler.backend_compile_and_load`, `jax._src.interpreters.mlir.
+lower_jaxpr_to_module`); it says so and times nothing where this jax has other names.
 
 `--unrolled-base` also measures `jax.lax.scan(..., unroll=k)`, jax's own way to unroll k steps,
 and prints the runtime's seconds as ratios to it: on the straight-line layout (accelerators)
@@ -92,6 +98,31 @@ def timed(fn: Callable[[], object]) -> tuple[object, float, float]:
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
+# CPU seconds spent in jax's XLA compilation and lowering calls, appended per call (`--where`).
+SPENT: dict[str, list[float]] = {"xla": [], "lowering": []}
+
+
+def time_internals() -> bool:
+    """Wrap the jax internals that `--where` times; False where this jax has other names."""
+    from jax._src import compiler
+    from jax._src.interpreters import mlir
+
+    targets = ((compiler, "backend_compile_and_load", "xla"), (mlir, "lower_jaxpr_to_module", "lowering"))
+    if not all(hasattr(module, name) for module, name, _ in targets):
+        return False
+    for module, name, key in targets:
+
+        def wrapped(*a, _inner=getattr(module, name), _key=key, **k):
+            start = time.process_time()
+            try:
+                return _inner(*a, **k)
+            finally:
+                SPENT[_key].append(time.process_time() - start)
+
+        setattr(module, name, wrapped)
+    return True
+
+
 def measure(kind: str, impl: str | int, n: int, args: tuple, workload: str = "origin") -> tuple[object, float, float]:
     fn = program(kind, impl, n, workload)
     if kind.startswith("jit"):
@@ -112,6 +143,7 @@ def main(argv=None) -> int:
     parser.add_argument("--before", choices=LAYOUTS, help="with --costs: also as ratios to this layout's programs")
     parser.add_argument("--unrolled-base", action="store_true", help="also as ratios to lax.scan(unroll=k)")
     parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--where", action="store_true", help="also CPU time in XLA compilation and lowering")
     args = parser.parse_args(argv)
     if args.ns is None:
         args.ns = [50] if args.workload == "ekf" else [1, 7, 8, 12, 13, 50, 64]
@@ -137,14 +169,21 @@ def main(argv=None) -> int:
         f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}, "
         f"chunk size {'fitted to the step' if layout.fit_chunk else 'k'}\n"
     )
+    if args.where and not time_internals():
+        print("--where: this jax has other internal names; nothing split\n")
+        args.where = False
     progress = Progress(len(cells) * (args.repeats + 1))
     seconds: dict[tuple, list[tuple[float, float]]] = {cell: [] for cell in cells}
+    spent: dict[tuple, list[tuple[float, float, list[float]]]] = {cell: [] for cell in cells}
     compiled: dict[tuple, object] = {}
     for repeat in range(args.repeats + 1):  # round 0 warms jax and the per-op caches up
         for cell in cells:
+            for calls in SPENT.values():
+                calls.clear()
             out, cpu, wall = measure(*cell, inputs, args.workload)
             if repeat:
                 seconds[cell].append((cpu, wall))
+                spent[cell].append((sum(SPENT["xla"]), sum(SPENT["lowering"]), SPENT["xla"][:]))
             elif args.costs and cell[0].startswith("jit"):
                 compiled[cell] = out
             progress.step(f"round {repeat}: {cell[0]} {cell[1]} N={cell[2]}")
@@ -156,6 +195,8 @@ def main(argv=None) -> int:
                 unrolled = {(k, n): median[(BASE, k) if k > 1 else BASE, n] for (k, n) in median if isinstance(k, int)}
                 what = "runtime / lax.scan(unroll=k)"
                 print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s", unrolled, what)
+    if args.where:
+        where(seconds, spent, cells)
     if args.costs:
         before = {}
         if args.before:
@@ -189,6 +230,24 @@ def print_table(
     print("| ---: | ---: |" + " ---: |" * len(args.ks))
     for n in args.ns:
         print(f"| {n} | {show_base(values[BASE, n])} | " + " | ".join(f"{ratio[k, n]:.2f}" for k in args.ks) + " |")
+    print()
+
+
+def where(seconds: dict, spent: dict, cells: list) -> None:
+    """Per cell, the median CPU seconds in all, in XLA's compilation, in lowering, and the rest,
+    with the XLA seconds of each program of the last round that took more than 20 ms."""
+    print("CPU time: where it goes (median seconds)\n")
+    print("| program | N | impl | total | vs lax.scan | XLA compile | lowering | rest | programs (XLA s) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for kind, impl, n in cells:
+        total = statistics.median(cpu for cpu, _ in seconds[kind, impl, n])
+        base = statistics.median(cpu for cpu, _ in seconds[kind, BASE, n])
+        xla, lowering = (statistics.median(s[i] for s in spent[kind, impl, n]) for i in (0, 1))
+        programs = ", ".join(f"{s:.2f}" for s in spent[kind, impl, n][-1][2] if s > 0.02)
+        print(
+            f"| {kind} | {n} | {impl} | {total:.2f} | {total / base:.2f}x | {xla:.2f} | {lowering:.2f} | "
+            f"{total - xla - lowering:.2f} | {programs} |"
+        )
     print()
 
 
