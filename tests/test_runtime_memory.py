@@ -2,7 +2,7 @@
 
 `_memory.step_bytes` reads a lower bound of a step's residuals off its jaxpr, and `_memory.fit`
 picks 1, or a divisor of N below k, where its model says that keeps no more than k, and where k
-leaves steps over, blocks of checkpointed steps that keep no more (no loop of leftover steps). Checked
+leaves steps over, blocks of checkpointed steps that keep no more (no leftover loop). Checked
 here: the bound on steps counted by hand, the choice on a table of sizes, XLA's compiled temp
 memory of the fitted program against that of the requested k, and the numbers against
 `jax.lax.scan`, under `jit` and eagerly, values and gradients.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from scanrewrite.runtime import _memory, _staging, _trace, scan
-from scanrewrite.runtime._memory import Fit
 from scanrewrite.runtime._compat import enable_x64
+from scanrewrite.runtime._memory import Fit
 from tests.test_runtime import TOL, pinned_layout
 from tests.test_runtime_levels import scan_lengths
 from tests.treecheck import assert_trees_close
@@ -263,8 +263,8 @@ def as_fit(chosen):
 
 def checkpointed_inside(jaxpr) -> bool:
     """Whether the innermost scan (following the first scan at each depth) checkpoints its step."""
-    body = None
-    while scans := [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan" or eqn.primitive.name in _trace.CHECKPOINT_PRIMITIVES]:
+    body, names = None, {"scan", *_trace.CHECKPOINT_PRIMITIVES}
+    while scans := [eqn for eqn in jaxpr.eqns if eqn.primitive.name in names]:
         if scans[0].primitive.name == "scan":
             body = scans[0].params["jaxpr"]
         jaxpr = scans[0].params["jaxpr"]
@@ -423,9 +423,9 @@ def test_a_step_whose_k_leaves_steps_over_builds_no_leftover_loop():
     assert len(lengths) == 2 and lengths[0] * lengths[1] == 50, lengths
     temp = {}
     for layout in ("fitted", "rolled"):
+        grad = jax.grad(loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3)))  # new to jit's cache
         with pinned_layout(layout):
-            compiled = jax.jit(jax.grad(loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3)))).lower(m0, ys).compile()
-        temp[layout] = compiled.memory_analysis().temp_size_in_bytes
+            temp[layout] = jax.jit(grad).lower(m0, ys).compile().memory_analysis().temp_size_in_bytes
     assert temp["fitted"] <= temp["rolled"], temp
     # The reference is the Python loop run op by op: XLA:CPU of jax 0.4.38 fails to compile
     # `jax.lax.scan`'s gradient of this step under `jit` (a DotThunk layout error).
