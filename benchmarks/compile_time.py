@@ -19,12 +19,23 @@ N builds the same program as k = N and is measured once. `--costs` adds the comp
 memory (exact) and the step time (median of interleaved runs) of the jit programs, also as
 ratios to `lax.scan`.
 
-    python benchmarks/compile_time.py                  # k 1..8, N 1 7 8 12 13 64; ~15 min idle
+    python benchmarks/compile_time.py                  # k 1..8, N 1 7 8 12 13 50 64; ~18 min idle
     python benchmarks/compile_time.py --quick          # k 1 3 4 8, N 8 13
     python benchmarks/compile_time.py --ns 8 --ks 3 --kinds jit-grad --repeats 7
     python benchmarks/compile_time.py --layout straight --costs
     python benchmarks/compile_time.py --layout rolled --costs   # the CPU's chunks, of k steps exactly
     python benchmarks/compile_time.py --layout straight --unrolled-base   # also against lax.scan(unroll=k)
+    python benchmarks/compile_time.py --workload ekf   # the EKF step of eager_overhead.py, N 50
+    python benchmarks/compile_time.py --workload ekf --kinds eager-grad --where   # where the time goes
+
+`--workload ekf` measures the extended Kalman filter step of `benchmarks/eager_overhead.py` (an
+8-dim state, a `jax.jacfwd`, a `jnp.linalg.solve`; its carry outweighs its residuals less than
+the origin block's) over N = 50 observations, differentiated with respect to the initial mean.
+
+`--where` splits each cell's CPU time into XLA's compilation (per program), lowering to MLIR,
+and the rest (tracing, differentiating, dispatching and running), by timing two of jax's
+internal functions (`jax._src.compiler.backend_compile_and_load`, `jax._src.interpreters.mlir.
+lower_jaxpr_to_module`); it says so and times nothing where this jax has other names.
 
 `--unrolled-base` also measures `jax.lax.scan(..., unroll=k)`, jax's own way to unroll k steps,
 and prints the runtime's seconds as ratios to it: on the straight-line layout (accelerators)
@@ -40,6 +51,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import eager_overhead
 import jax
 import jax.numpy as jnp
 import ut_scan
@@ -52,22 +64,29 @@ BASE = "lax.scan"
 
 
 def loop_of(impl: str | int | tuple, n: int) -> Callable:
-    """`(step, h) -> final h` for `lax.scan`, `lax.scan(unroll=k)` (`impl` = `(BASE, k)`), or
-    the runtime with k = `impl`."""
+    """`(step, h, xs) -> (final h, ys)` for `lax.scan`, `lax.scan(unroll=k)` (`impl` =
+    `(BASE, k)`), or the runtime with k = `impl`."""
     if impl == BASE:
-        return lambda step, h: jax.lax.scan(step, h, length=n)[0]
+        return lambda step, h, xs: jax.lax.scan(step, h, xs, length=n)
     if isinstance(impl, tuple):
-        return lambda step, h: jax.lax.scan(step, h, length=n, unroll=impl[1])[0]
-    return lambda step, h: scanrewrite.runtime.scan(step, h, length=n, unroll=impl)[0]
+        return lambda step, h, xs: jax.lax.scan(step, h, xs, length=n, unroll=impl[1])
+    return lambda step, h, xs: scanrewrite.runtime.scan(step, h, xs, length=n, unroll=impl)
 
 
-def program(kind: str, impl: str | int, n: int) -> Callable:
+def program(kind: str, impl: str | int, n: int, workload: str = "origin") -> Callable:
     """The function whose compilation is measured, with a fresh step closure in every trace."""
     loop = loop_of(impl, n)
+    if workload == "ekf":
+
+        def loss(m0, observations):
+            step = eager_overhead.make_step()
+            return loop(step, (m0, jnp.eye(eager_overhead.D)), observations)[1].sum()
+
+        return jax.value_and_grad(loss) if kind.endswith("grad") else loss
 
     def loss(params, h0):
         step = lambda h, _: (ut_scan.block(params, h), None)
-        return jnp.mean(loop(step, h0) ** 2)
+        return jnp.mean(loop(step, h0, None)[0] ** 2)
 
     return jax.value_and_grad(loss, argnums=(0, 1)) if kind.endswith("grad") else loss
 
@@ -79,8 +98,33 @@ def timed(fn: Callable[[], object]) -> tuple[object, float, float]:
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
-def measure(kind: str, impl: str | int, n: int, args: tuple) -> tuple[object, float, float]:
-    fn = program(kind, impl, n)
+# CPU seconds spent in jax's XLA compilation and lowering calls, appended per call (`--where`).
+SPENT: dict[str, list[float]] = {"xla": [], "lowering": []}
+
+
+def time_internals() -> bool:
+    """Wrap the jax internals that `--where` times; False where this jax has other names."""
+    from jax._src import compiler
+    from jax._src.interpreters import mlir
+
+    targets = ((compiler, "backend_compile_and_load", "xla"), (mlir, "lower_jaxpr_to_module", "lowering"))
+    if not all(hasattr(module, name) for module, name, _ in targets):
+        return False
+    for module, name, key in targets:
+
+        def wrapped(*a, _inner=getattr(module, name), _key=key, **k):
+            start = time.process_time()
+            try:
+                return _inner(*a, **k)
+            finally:
+                SPENT[_key].append(time.process_time() - start)
+
+        setattr(module, name, wrapped)
+    return True
+
+
+def measure(kind: str, impl: str | int, n: int, args: tuple, workload: str = "origin") -> tuple[object, float, float]:
+    fn = program(kind, impl, n, workload)
     if kind.startswith("jit"):
         return timed(lambda: jax.jit(fn).lower(*args).compile())
     return timed(lambda: jax.block_until_ready(fn(*args)))
@@ -89,39 +133,57 @@ def measure(kind: str, impl: str | int, n: int, args: tuple) -> tuple[object, fl
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", type=int, nargs="+", default=list(range(1, 9)))
-    parser.add_argument("--ns", type=int, nargs="+", default=[1, 7, 8, 12, 13, 64])
+    parser.add_argument("--ns", type=int, nargs="+", help="default: 1 7 8 12 13 50 64 (origin), 50 (ekf)")
+    parser.add_argument("--workload", choices=("origin", "ekf"), default="origin")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--repeats", type=int, default=3, help="rounds (median)")
-    parser.add_argument("--quick", action="store_true", help="k 1 3 4 8, N 8 13")
+    parser.add_argument("--quick", action="store_true", help="k 1 3 4 8 (origin: N 8 13)")
     parser.add_argument("--layout", choices=LAYOUTS, default="backend")
     parser.add_argument("--costs", action="store_true", help="also temp memory and step time (jit)")
     parser.add_argument("--before", choices=LAYOUTS, help="with --costs: also as ratios to this layout's programs")
     parser.add_argument("--unrolled-base", action="store_true", help="also as ratios to lax.scan(unroll=k)")
     parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--where", action="store_true", help="also CPU time in XLA compilation and lowering")
     args = parser.parse_args(argv)
+    if args.ns is None:
+        args.ns = [50] if args.workload == "ekf" else [1, 7, 8, 12, 13, 50, 64]
     if args.quick:
-        args.ks, args.ns = [1, 3, 4, 8], [8, 13]
+        args.ks, args.ns = [1, 3, 4, 8], args.ns if args.workload == "ekf" else [8, 13]
     key = jax.random.PRNGKey(0)
-    inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (2, 8, args.width)))
+    if args.workload == "ekf":
+        if len(set(args.ns)) > 1:
+            parser.error("--workload ekf: one N (the observations' length)")
+        observations = jax.random.normal(jax.random.PRNGKey(1), (args.ns[0], eager_overhead.D // 2))
+        inputs = (jnp.zeros(eager_overhead.D), observations)
+    else:
+        inputs = (ut_scan.init_params(key, args.width), jax.random.normal(key, (2, 8, args.width)))
     impls = {n: [BASE, *sorted({min(k, n) for k in args.ks})] for n in args.ns}
     if args.unrolled_base:
         impls = {n: [*ks, *((BASE, k) for k in ks[1:] if k > 1)] for n, ks in impls.items()}
     cells = [(kind, impl, n) for n in args.ns for kind in args.kinds for impl in impls[n]]
     layout = pin_layout(args.layout)
+    what = "EKF step (8-dim state)" if args.workload == "ekf" else f"origin block (batch 2, seq 8, width {args.width})"
     print(
-        f"origin block (batch 2, seq 8, width {args.width}); {args.repeats} rounds; jax {jax.__version__} on "
+        f"{what}; {args.repeats} rounds; jax {jax.__version__} on "
         f"{jax.devices()[0].platform}; layout: chunk {'rolled' if layout.rolled_chunk else 'straight'}, "
         f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}, "
         f"chunk size {'fitted to the step' if layout.fit_chunk else 'k'}\n"
     )
+    if args.where and not time_internals():
+        print("--where: this jax has other internal names; nothing split\n")
+        args.where = False
     progress = Progress(len(cells) * (args.repeats + 1))
     seconds: dict[tuple, list[tuple[float, float]]] = {cell: [] for cell in cells}
+    spent: dict[tuple, list[tuple[float, float, list[float]]]] = {cell: [] for cell in cells}
     compiled: dict[tuple, object] = {}
     for repeat in range(args.repeats + 1):  # round 0 warms jax and the per-op caches up
         for cell in cells:
-            out, cpu, wall = measure(*cell, inputs)
+            for calls in SPENT.values():
+                calls.clear()
+            out, cpu, wall = measure(*cell, inputs, args.workload)
             if repeat:
                 seconds[cell].append((cpu, wall))
+                spent[cell].append((sum(SPENT["xla"]), sum(SPENT["lowering"]), SPENT["xla"][:]))
             elif args.costs and cell[0].startswith("jit"):
                 compiled[cell] = out
             progress.step(f"round {repeat}: {cell[0]} {cell[1]} N={cell[2]}")
@@ -133,11 +195,13 @@ def main(argv=None) -> int:
                 unrolled = {(k, n): median[(BASE, k) if k > 1 else BASE, n] for (k, n) in median if isinstance(k, int)}
                 what = "runtime / lax.scan(unroll=k)"
                 print_table(f"{kind} compile, {clock} time", args, median, lambda n: f"{n:.2f} s", unrolled, what)
+    if args.where:
+        where(seconds, spent, cells)
     if args.costs:
         before = {}
         if args.before:
             pin_layout(args.before)
-            before = {cell: measure(*cell, inputs)[0] for cell in compiled}
+            before = {cell: measure(*cell, inputs, args.workload)[0] for cell in compiled}
             pin_layout(args.layout)
         costs(compiled, before, impls, args, inputs)
     return 0
@@ -166,6 +230,24 @@ def print_table(
     print("| ---: | ---: |" + " ---: |" * len(args.ks))
     for n in args.ns:
         print(f"| {n} | {show_base(values[BASE, n])} | " + " | ".join(f"{ratio[k, n]:.2f}" for k in args.ks) + " |")
+    print()
+
+
+def where(seconds: dict, spent: dict, cells: list) -> None:
+    """Per cell, the median CPU seconds in all, in XLA's compilation, in lowering, and the rest,
+    with the XLA seconds of each program of the last round that took more than 20 ms."""
+    print("CPU time: where it goes (median seconds)\n")
+    print("| program | N | impl | total | vs lax.scan | XLA compile | lowering | rest | programs (XLA s) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for kind, impl, n in cells:
+        total = statistics.median(cpu for cpu, _ in seconds[kind, impl, n])
+        base = statistics.median(cpu for cpu, _ in seconds[kind, BASE, n])
+        xla, lowering = (statistics.median(s[i] for s in spent[kind, impl, n]) for i in (0, 1))
+        programs = ", ".join(f"{s:.2f}" for s in spent[kind, impl, n][-1][2] if s > 0.02)
+        print(
+            f"| {kind} | {n} | {impl} | {total:.2f} | {total / base:.2f}x | {xla:.2f} | {lowering:.2f} | "
+            f"{total - xla - lowering:.2f} | {programs} |"
+        )
     print()
 
 

@@ -1,7 +1,8 @@
 """On the rolled (CPU) layout the runtime builds the chunk size that keeps no more than k.
 
 `_memory.step_bytes` reads a lower bound of a step's residuals off its jaxpr, and `_memory.fit`
-picks 1, or a divisor of N below k, where its model says that keeps no more than k. Checked
+picks 1, or a divisor of N below k, where its model says that keeps no more than k, and where k
+leaves steps over, blocks of checkpointed steps that keep no more (no leftover loop). Checked
 here: the bound on steps counted by hand, the choice on a table of sizes, XLA's compiled temp
 memory of the fitted program against that of the requested k, and the numbers against
 `jax.lax.scan`, under `jit` and eagerly, values and gradients.
@@ -14,6 +15,7 @@ import pytest
 
 from scanrewrite.runtime import _memory, _staging, _trace, scan
 from scanrewrite.runtime._compat import enable_x64
+from scanrewrite.runtime._memory import Fit
 from tests.test_runtime import TOL, pinned_layout
 from tests.test_runtime_levels import scan_lengths
 from tests.treecheck import assert_trees_close
@@ -182,7 +184,7 @@ def test_a_per_step_checkpoint_taken_over_counts_what_is_inside_it():
 def test_a_step_without_a_jaxpr_keeps_k():
     body = _trace.body(lambda h, x: (h, x), jnp.ones(4), jnp.ones((3, 4)), replay=False)
     assert _memory.step_bytes(body) is None
-    assert _memory.rolled_chunk_size(body, 13, 4, 1) == 4
+    assert _memory.rolled_chunk_size(body, 13, 4, 1) == Fit(4)
 
 
 @pytest.mark.parametrize(
@@ -202,12 +204,22 @@ def test_a_step_without_a_jaxpr_keeps_k():
         (1024, 4, 2, 1, 1000, 4),  # nested levels are left as they are
         (1024, 4, "auto", 1, 1000, 4),  # ... also where "auto" would nest one step per chunk
         (64, 4, "auto", 1, 1000, 1),  # ... and fitted where "auto" keeps one level
+        # k leaves steps over and no divisor below k fits: blocks of checkpointed steps (the
+        # least kept, 5 + 10 carries, and of two that keep as much, the longer block)...
+        (50, 3, 1, 288, 1840, Fit(10, checkpoint_steps=True)),
+        (49, 3, 1, 1, 9, Fit(7, checkpoint_steps=True)),
+        (50, 3, 1, 288, 2016, 2),  # ... unless a divisor below k fits (a tie: 25 + 2 * 7 = 18 + 3 * 7)
+        (50, 7, 1, 100, 1, 7),  # ... and only where they keep no more than k
     ],
 )
 def test_fit(n, k, levels, carry, residuals, chosen):
     sizes = _memory.StepBytes(carry, residuals)
+    chosen = chosen if isinstance(chosen, Fit) else Fit(chosen)
     assert _memory.fit(n, k, levels, sizes) == chosen
-    assert _memory.kept(n, chosen, sizes) <= _memory.kept(n, k, sizes)
+    if chosen.checkpoint_steps:
+        assert _memory.kept_in_blocks(n, chosen.size, sizes) <= _memory.kept(n, k, sizes)
+    else:
+        assert _memory.kept(n, chosen.size, sizes) <= _memory.kept(n, k, sizes)
 
 
 def mlp_step(params):
@@ -230,7 +242,7 @@ def wide_step(params):
     return step
 
 
-# (step, N, k, the chunk size the runtime builds)
+# (step, N, k, the chunks the runtime builds: a size, or a `Fit`)
 CASES = [
     pytest.param(mlp_step, 13, 4, 1, id="mlp-13-4-builds-1"),
     pytest.param(mlp_step, 8, 3, 1, id="mlp-8-3-builds-1"),
@@ -240,7 +252,25 @@ CASES = [
     pytest.param(wide_step, 13, 4, 4, id="wide-13-4-keeps-4"),
     pytest.param(wide_step, 12, 5, 4, id="wide-12-5-builds-4"),
     pytest.param(wide_step, 8, 3, 2, id="wide-8-3-builds-2"),
+    # 3 leaves a step over and 1 keeps more (49 carries): blocks of 7 checkpointed steps.
+    pytest.param(mlp_step, 49, 3, Fit(7, checkpoint_steps=True), id="mlp-49-3-builds-blocks-of-7"),
 ]
+
+
+def as_fit(chosen):
+    return chosen if isinstance(chosen, Fit) else Fit(chosen)
+
+
+def checkpointed_inside(jaxpr) -> bool:
+    """Whether the innermost scan (following the first scan at each depth) checkpoints its step."""
+    body, names = None, {"scan", *_trace.CHECKPOINT_PRIMITIVES}
+    while scans := [eqn for eqn in jaxpr.eqns if eqn.primitive.name in names]:
+        if scans[0].primitive.name == "scan":
+            body = scans[0].params["jaxpr"]
+        jaxpr = scans[0].params["jaxpr"]
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    body = getattr(body, "jaxpr", body)
+    return any(eqn.primitive.name in _trace.CHECKPOINT_PRIMITIVES for eqn in body.eqns)
 
 
 def make_case(make_step, n, dtype=jnp.float32):
@@ -263,10 +293,13 @@ def loss_of(scan_impl, make_step, **kwargs):
 def test_the_fitted_chunk_is_the_one_built(make_step, n, k, chosen):
     params, h, xs = make_case(make_step, n)
     body = _trace.body(make_step(params), h, xs)
+    chosen = as_fit(chosen)
     assert _memory.rolled_chunk_size(body, n, k, 1) == chosen
     with pinned_layout("fitted"):
         jaxpr = jax.make_jaxpr(lambda h, xs: scan(make_step(params), h, xs, unroll=k))(h, xs)
-    assert scan_lengths(jaxpr.jaxpr) == ([n] if chosen == 1 else [n // chosen, chosen])
+    size = chosen.size
+    assert scan_lengths(jaxpr.jaxpr) == ([n] if size == 1 else [n // size, size])
+    assert checkpointed_inside(jaxpr.jaxpr) == (size == 1 or chosen.checkpoint_steps)
 
 
 def test_where_the_parameters_are_differentiated_the_fit_counts_their_products():
@@ -310,7 +343,7 @@ def test_the_fitted_chunk_keeps_no_more_memory_than_k(make_step, n, k, chosen, a
         with pinned_layout(layout):
             temp[layout] = jax.jit(grad).lower(*args).compile().memory_analysis().temp_size_in_bytes
     assert temp["fitted"] <= temp["rolled"], temp
-    if chosen != k:
+    if as_fit(chosen) != Fit(k):
         assert temp["fitted"] < temp["rolled"], temp
 
 
@@ -352,3 +385,60 @@ def test_the_fitted_chunk_computes_what_lax_scan_computes(make_step, n, k, chose
             results.append((jax.jit(value_and_grad) if jit else value_and_grad)(*args))
     actual, expected = results
     assert assert_trees_close(actual, expected, **TOL["float64"]) == len(jax.tree_util.tree_leaves(expected)) == 5
+
+
+def ekf_step(w, obs):
+    """The extended Kalman filter step of `benchmarks/eager_overhead.py` (a `jax.jacfwd`, a
+    `jnp.linalg.solve`): its residuals count about 5 to 7 carries, by jax release."""
+
+    def dynamics(m):
+        return jnp.tanh(w @ m) + 0.5 * m
+
+    def step(carry, y):
+        m, cov = carry
+        jac = jax.jacfwd(dynamics)(m)
+        m, cov = dynamics(m), jac @ cov @ jac.T + 0.01 * jnp.eye(8)
+        s = obs @ cov @ obs.T + 0.1 * jnp.eye(4)
+        gain = jnp.linalg.solve(s, obs @ cov).T
+        return (m + gain @ (y - obs @ m), cov - gain @ s @ gain.T), m
+
+    return step
+
+
+def test_a_step_whose_k_leaves_steps_over_builds_no_leftover_loop():
+    """The EKF step at N = 50, k = 3 (16 chunks and 2 steps over) keeps more with one step per
+    chunk, and chunks of 2 keep about as much as chunks of 3 (which way the lower bound tips
+    differs between jax releases): it builds chunks or blocks that divide 50, keeping no more
+    memory than chunks of 3, and computes what `jax.lax.scan` computes."""
+    rng = np.random.default_rng(0)
+    w, obs = (jnp.asarray(rng.normal(size=shape) / np.sqrt(shape[-1]), jnp.float32) for shape in ((8, 8), (4, 8)))
+    m0, ys = jnp.zeros(8, jnp.float32), jnp.asarray(rng.normal(size=(50, 4)), jnp.float32)
+
+    def loss_with(scan_impl):
+        return lambda m0, ys: jnp.sum(scan_impl(ekf_step(w, obs), (m0, jnp.eye(8)), ys)[1] ** 2)
+
+    runtime = loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3))
+    with pinned_layout("fitted"):
+        lengths = scan_lengths(jax.make_jaxpr(runtime)(m0, ys).jaxpr)
+    assert len(lengths) == 2 and lengths[0] * lengths[1] == 50, lengths
+    temp = {}
+    for layout in ("fitted", "rolled"):
+        grad = jax.grad(loss_with(lambda f, init, xs: scan(f, init, xs, unroll=3)))  # new to jit's cache
+        with pinned_layout(layout):
+            temp[layout] = jax.jit(grad).lower(m0, ys).compile().memory_analysis().temp_size_in_bytes
+    assert temp["fitted"] <= temp["rolled"], temp
+    # The reference is the Python loop run op by op: XLA:CPU of jax 0.4.38 fails to compile
+    # `jax.lax.scan`'s gradient of this step under `jit` (a DotThunk layout error).
+    expected = jax.value_and_grad(loss_with(python_loop), argnums=(0, 1))(m0, ys)
+    with pinned_layout("fitted"):
+        for wrap in (jax.jit, lambda fn: fn):
+            actual = wrap(jax.value_and_grad(runtime, argnums=(0, 1)))(m0, ys)
+            assert assert_trees_close(actual, expected, **TOL["float32"]) == 3
+
+
+def python_loop(f, carry, xs):
+    ys = []
+    for x in xs:
+        carry, y = f(carry, x)
+        ys.append(y)
+    return carry, jnp.stack(ys)

@@ -5,8 +5,8 @@ rewritten call only changes the callee and appends `unroll=k`. A scan of N steps
 outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XLA can fuse and
 schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
 `reverse=True` the lowest), also straight-line. (On XLA:CPU the steps of a chunk stay a rolled
-inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`; there the chunk
-size is one that keeps no more memory than k and compiles faster: see `_memory`.) `f` is traced
+inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`; there the chunks
+are ones that keep no more memory than k and compile faster: see `_memory`.) `f` is traced
 once and its jaxpr replayed for every copy of the step (`_trace`). Each chunk is wrapped in
 `jax.checkpoint`, so the backward pass keeps
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
@@ -95,16 +95,16 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
-            k = chunk_size(unroll, n)
-            if layout.fit_chunk and chunk_checkpoint is True and 1 < k:
-                # Rolled, k only trades carries for residuals: build the chunk size that keeps
-                # no more and compiles faster (`_memory`).
-                k = _memory.rolled_chunk_size(body, n, k, levels, constant_inputs=constant_inputs)
+            fitted = _memory.Fit(chunk_size(unroll, n))
+            if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
+                # Rolled, k only trades carries for residuals: build the chunks that keep no
+                # more and compile faster (`_memory`).
+                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels, constant_inputs=constant_inputs)
             return _chunks.chunked(
                 body,
                 xs,
                 n,
-                k,
+                fitted.size,
                 reverse,
                 outer,
                 _chunks.wrapper(chunk_checkpoint, prevent_cse=False),
@@ -112,6 +112,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 # with the forward pass and keep the residuals after all.
                 _chunks.wrapper(chunk_checkpoint, prevent_cse=True),
                 layout,
+                checkpoint_steps=fitted.checkpoint_steps,
             )
 
         return run
@@ -140,8 +141,9 @@ def scan(
     - `unroll`: steps per chunk, k. `True` or `0`: one chunk of all N steps. `False` or `1`: one
         step per chunk. An int larger than N behaves as N. On the CPU, where a chunk's steps
         stay rolled, a k between 1 and N with `checkpoint=True` and one level builds 1 or a
-        divisor of N below k instead, wherever that keeps no more memory by the runtime's
-        count of the step's carry and residuals (the numbers are the same).
+        divisor of N below k instead, or where k leaves steps over, blocks of a divisor of N
+        whose steps are each checkpointed too, wherever that keeps no more memory by the
+        runtime's count of the step's carry and residuals (the numbers are the same).
     - `_split_transpose`: As `jax.lax.scan` (forwarded to the outer loop).
     - `checkpoint`: `True` wraps each chunk (and the `N % k` leftover steps) in
         `jax.checkpoint`, so the backward pass recomputes it from its input carry. A policy

@@ -91,16 +91,20 @@ def chunked(
     chunk_wrapper: Callable[[Callable], Callable],
     lone_wrapper: Callable[[Callable], Callable] | None,
     steps_layout: Layout,
+    *,
+    checkpoint_steps: bool = False,
 ) -> tuple[Any, Any]:
     """Run `n > 0` steps of `body` as `n // k` chunks through `outer`, then the `n % k` left over.
 
     `outer(chunk, carry, chunked_xs, chunks)` loops over the chunks, each in `chunk_wrapper`.
     One chunk of all `n` steps runs in `lone_wrapper`, with no loop around it (unless
     `lone_wrapper` is None). The leftover steps run after the chunks: straight-line in
-    `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`.
+    `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`. With
+    `checkpoint_steps`, each step of a chunk is in `chunk_wrapper` too (`_memory.Fit`).
     """
     chunks, rest = divmod(n, k)
-    chunk = _steps(body.step, k, reverse, steps_layout.rolled_chunk)
+    step = chunk_wrapper(body.step) if checkpoint_steps else body.step
+    chunk = _steps(step, k, reverse, steps_layout.rolled_chunk)
     if chunks == 1 and rest == 0 and lone_wrapper is not None:
         return lone_wrapper(chunk)(body.init, xs)
     if k == 1:

@@ -12,6 +12,14 @@ forward, recomputed with its residuals, and backward, in nested loops), and left
 loop of their own. `jax.lax.scan(jax.checkpoint(f))` (d = 1) compiles faster than `jax.lax.scan`,
 and a d that divides N has no leftover loop. So where the model says d keeps no more than the
 requested k, the runtime builds d instead: the same numbers, no more memory, less to compile.
+Where no such d is left and k leaves steps over, blocks of b steps (b divides N), each step
+checkpointed inside its checkpointed block, keep
+
+    kept_in_blocks(b) = (N // b + b) * carry_bytes + residual_bytes
+
+and leave no steps over: the backward pass recomputes a block's carries, then each step with
+its residuals, which costs a forward pass more than chunks of k but compiles as fast as chunks
+that divide N (a loop of leftover steps compiles about as long as the chunks' backward pass).
 
 The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
 equation whose derivative needs a value of the step keeps it (the tables below: `log` its
@@ -26,7 +34,8 @@ computed from closed-over values only is kept once by a loop, and an equation th
 know (a `custom_jvp`, a nested loop) counts as nothing. The tests check the bound against what
 `jax.vjp` of the step keeps, on every jax release the matrix runs. Since kept(d) - kept(k)
 falls as the residuals grow when d < k, a d < k that the lower bound admits keeps no more than k
-for the true residuals too, which is why only d < k are candidates.
+for the true residuals too, which is why only d < k are candidates (and blocks, which keep one
+step's residuals, for k > 1).
 """
 
 from __future__ import annotations
@@ -183,28 +192,61 @@ def _one_level(levels: Any, chunks: int) -> bool:
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
 
 
-def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any, *, constant_inputs: bool = False) -> int:
-    """The chunk size to build for a requested `k` (1 < k <= n) of rolled chunks checkpointed
-    as a whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr.
+class Fit(NamedTuple):
+    """The chunks to build: `size` steps each, and with `checkpoint_steps` every step of a chunk
+    in `jax.checkpoint` of its own as well (blocks of checkpointed steps, see `fit`)."""
+
+    size: int
+    checkpoint_steps: bool = False
+
+
+def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any, *, constant_inputs: bool = False) -> Fit:
+    """The chunks to build for a requested `k` (1 < k <= n) of rolled chunks checkpointed as a
+    whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr.
 
     With `constant_inputs` (the scan was called on arrays, not on tracers) and a step that
     closes over no tracer either, no transformation around the scan can differentiate it, so
     nothing is kept: 1, which compiles as `jax.lax.scan` does."""
     if body.jaxpr is None:
-        return k
+        return Fit(k)
     if constant_inputs and not any(isinstance(c, jax.core.Tracer) for c in body.jaxpr.consts):
-        return 1
+        return Fit(1)
     return fit(n, k, levels, step_bytes(body))
 
 
-def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> int:
+def kept_in_blocks(n: int, b: int, sizes: StepBytes) -> int:
+    """Bytes the backward pass keeps for `n` steps in checkpointed blocks of `b` rolled steps
+    (`b` divides `n`), each step also checkpointed: a carry per block, and while a block is
+    recomputed, a carry per step of it and the residuals of the one step differentiated."""
+    return (n // b + b) * sizes.carry + sizes.residuals
+
+
+def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
     """1 where `kept` says it keeps no more than k (k = n: one chunk of all n steps, with no
     loop); else the divisor of `n` below k that keeps least, where that is no more than k; else
-    `k`. Only sizes at one level of chunks are compared (`levels` that nest keep `k`)."""
+    k where it divides `n`. Where k leaves steps over (a loop of its own, which compiles as
+    long as the chunks' backward pass), blocks of a divisor `b` of `n` whose steps are each
+    checkpointed too, where `kept_in_blocks` is no more than k keeps (the least of those: b
+    near the square root of n); else `k`. Only sizes at one level of chunks are compared
+    (`levels` that nest keep `k`).
+
+    Each comparison holds for the true residuals wherever it holds for the lower bound: a
+    candidate keeps fewer residuals than k does (d < k steps' worth, or one step's)."""
     if not _one_level(levels, n // k):
-        return k
+        return Fit(k)
     budget = kept(n, k, sizes)
     fits = [d for d in range(1, k) if n % d == 0 and _one_level(levels, n // d) and kept(n, d, sizes) <= budget]
     if 1 in fits:  # `jax.lax.scan(jax.checkpoint(f))`, which compiles fastest
-        return 1
-    return min(fits, key=lambda d: (kept(n, d, sizes), -d), default=k)
+        return Fit(1)
+    if fits:
+        return Fit(min(fits, key=lambda d: (kept(n, d, sizes), -d)))
+    if n % k == 0:
+        return Fit(k)
+    blocks = [
+        b
+        for b in range(2, n)
+        if n % b == 0 and _one_level(levels, n // b) and kept_in_blocks(n, b, sizes) <= budget
+    ]
+    if blocks:
+        return Fit(min(blocks, key=lambda b: (kept_in_blocks(n, b, sizes), -b)), checkpoint_steps=True)
+    return Fit(k)
