@@ -308,7 +308,8 @@ def main(argv: list[str]) -> int:
     run_job = lambda job: run_main_part(job) if isinstance(job, MainPart) else run_part(job)
     with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         results = dict(zip((job.name for job in jobs), pool.map(run_job, jobs)))
-    log(f"== all parts, {WORKERS} at a time, in {time.monotonic() - start:.0f} s: " + ", ".join(f"{name} {result}" for name, result in results.items()))
+    summary = ", ".join(f"{name} {result}" for name, result in results.items())
+    log(f"== all parts, {WORKERS} at a time, in {time.monotonic() - start:.0f} s: {summary}")
     strict = os.environ.get("SCANREWRITE_CI_STRICT") == "1"
     return 1 if "failed" in results.values() or (strict and "skipped" in results.values()) else 0
 
