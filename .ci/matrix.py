@@ -4,6 +4,7 @@ command line's tests on every supported Python, each part in a virtual environme
     python .ci/matrix.py            # every part, two at a time (SCANREWRITE_CI_WORKERS)
     python .ci/matrix.py floor      # or only the parts named
     python .ci/matrix.py --list     # the parts, without running anything
+    python .ci/matrix.py --with-main  # and `.ci/run`'s parts in the main environment, in one pool
 
 Each part's environment lives in `.ci/envs/<part>` (ignored by git) and is kept between runs, so a
 local rerun is fast. A kept environment cannot hide a failure: it is rebuilt from scratch when its
@@ -12,6 +13,12 @@ versions are installed into it on every run; `.ci/check_env.py` then checks the 
 against the part's pins, and that jax is absent from a part without it. A Python that is
 not on this machine is a skip, reported on stderr and in the summary, never a pass;
 `SCANREWRITE_CI_STRICT=1` makes it a failure. Exits 1 if any part failed.
+
+With `--with-main` (what `.ci/run` uses) the main environment's parts (the README's test command,
+the docs, the wheel, the accelerator smoke run; `bash .ci/run --part NAME` runs one) join the
+matrix's parts in one pool of two workers, longest first, so that neither core idles while the
+main suite runs on the other. Every part's output is shown whole when it ends, with its wall and
+CPU time (CPU time: that part's processes, the measure that holds on a loaded machine).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -72,15 +80,36 @@ class Part:
     tests: tuple[str, ...]
 
 
-# Longest first, since they run two at a time.
+# Longest first, since they run two at a time. The command line's tests on Python 3.10 and 3.13 run
+# in the jax parts of the same Python and pins (one environment less each); `cli-3.12` keeps them
+# in an environment without jax, which is coverage of its own (the command line never imports
+# jax; `tests/test_cli_tune_without_jax.py` runs the real interpreter there).
 PARTS = (
-    Part("newest-3.13", "3.13", "newest", True, JAX_TESTS),
-    Part("floor", "3.10", "lowest", True, JAX_TESTS),
+    Part("floor", "3.10", "lowest", True, JAX_TESTS + CLI_TESTS),
+    Part("newest-3.13", "3.13", "newest", True, JAX_TESTS + CLI_TESTS),
     Part("between", "3.12", BETWEEN, True, JAX_TESTS),
-    Part("cli-3.10", "3.10", "lowest", False, CLI_TESTS),
     Part("cli-3.12", "3.12", "newest", False, CLI_TESTS),
-    Part("cli-3.13", "3.13", "newest", False, CLI_TESTS),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class MainPart:
+    """One of `.ci/run`'s parts in the main environment (`bash .ci/run --part FUNCTION`)."""
+
+    name: str
+    function: str
+
+
+MAIN_PARTS = (
+    MainPart("main suite", "main_suite"),
+    MainPart("accelerator smoke", "accelerator_smoke"),
+    MainPart("docs", "docs"),
+    MainPart("wheel", "wheel"),
+)
+# Every part, longest first, so that the short ones fill in at the end (CPU time on 2026-12-06:
+# the main suite about 550 s, a jax part 450 to 550 s, the accelerator smoke run and a
+# command-line part about 100 s each, the docs 50 s, the wheel 25 s).
+ORDER = ("main suite", "floor", "newest-3.13", "between", "accelerator smoke", "cli-3.12", "docs", "wheel")
 
 
 def log(message: str) -> None:
@@ -178,6 +207,12 @@ def prepare(part: Part, python: str, env: dict[str, str]) -> Path | None:
         shutil.rmtree(venv, ignore_errors=True)
         if not run([python, "-m", "venv", str(venv)], ENVS / f"{part.name}.venv.log", env=env):
             return None
+        # The pip a Python ships with can be old (23.0 on 3.10.13): its resolver backtracked for
+        # nine minutes over hundreds of releases (orbax-checkpoint, protobuf, humanize) to find
+        # the floor's set, downloading each whole; today's finds the same set in under a minute.
+        upgrade = [str(bin_python), "-m", "pip", "install", "-q", "--upgrade", "pip"]
+        if not run(upgrade, ENVS / f"{part.name}.pip.log", env=env):
+            return None
     constraints = ENVS / f"{part.name}.constraints.txt"
     constraints.write_text("".join(pin + "\n" for pin in pins))
     # Flax too, so that the Flax tests run (they skip only where flax is not installed).
@@ -193,6 +228,24 @@ def prepare(part: Part, python: str, env: dict[str, str]) -> Path | None:
         return None
     stamp_file.write_text(stamp)
     return bin_python
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[int, str, float]:
+    """Run `command` from the checkout, its output kept; its exit code, output, and the CPU time
+    (user and system) of it and every process it waited for."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return process.returncode, out.read(), usage.ru_utime + usage.ru_stime
+
+
+def show(name: str, output: str, result: str, wall: float, cpu: float, detail: str = "") -> None:
+    """A part's whole output, then its one summary line."""
+    with _output:
+        print(output, end="", flush=True)
+        log(f"== {name}: {result} in {wall:.0f} s ({detail}CPU {cpu:.0f} s)")
 
 
 def run_part(part: Part) -> str:
@@ -217,19 +270,27 @@ def run_part(part: Part) -> str:
         return "failed"
     pytest = [str(bin_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
     # Parts run side by side: each one's output is kept and shown whole when it ends.
-    out = subprocess.run(pytest, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    code, output, cpu = timed(pytest, env)
     end = time.monotonic()
-    result = "passed" if out.returncode == 0 else "failed"
-    with _output:
-        print(out.stdout, end="", flush=True)
-        log(
-            f"== {part.name}: {result} in {end - start:.0f} s "
-            f"(environment {installed - start:.0f} s, tests {end - installed:.0f} s)"
-        )
+    result = "passed" if code == 0 else "failed"
+    detail = f"environment {installed - start:.0f} s, tests {end - installed:.0f} s, tests' "
+    show(part.name, output, result, end - start, cpu, detail)
+    return result
+
+
+def run_main_part(part: MainPart) -> str:
+    """Run one of `.ci/run`'s parts in the main environment; returns "passed" or "failed"."""
+    start = time.monotonic()
+    log(f"== {part.name}: bash .ci/run --part {part.function}")
+    code, output, cpu = timed(["bash", str(ROOT / ".ci" / "run"), "--part", part.function], dict(os.environ))
+    result = "passed" if code == 0 else "failed"
+    show(part.name, output, result, time.monotonic() - start, cpu)
     return result
 
 
 def main(argv: list[str]) -> int:
+    with_main = "--with-main" in argv
+    argv = [arg for arg in argv if arg != "--with-main"]
     if argv == ["--list"]:
         for part in PARTS:
             print(f"{part.name:12} Python {part.python:5} {part.versions!s:40} {' '.join(part.tests)}")
@@ -239,11 +300,16 @@ def main(argv: list[str]) -> int:
     if unknown:
         log(f"error: unknown part(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
         return 2
-    chosen = [part for part in PARTS if not argv or part.name in argv]
+    jobs: list[Part | MainPart] = [part for part in PARTS if not argv or part.name in argv]
+    if with_main:
+        jobs = sorted([*jobs, *MAIN_PARTS], key=lambda job: ORDER.index(job.name))
     # Two parts at a time: CI has 2 cores, and a part is one pytest process.
+    start = time.monotonic()
+    run_job = lambda job: run_main_part(job) if isinstance(job, MainPart) else run_part(job)
     with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        results = dict(zip((part.name for part in chosen), pool.map(run_part, chosen)))
-    log("== matrix: " + ", ".join(f"{name} {result}" for name, result in results.items()))
+        results = dict(zip((job.name for job in jobs), pool.map(run_job, jobs)))
+    summary = ", ".join(f"{name} {result}" for name, result in results.items())
+    log(f"== all parts, {WORKERS} at a time, in {time.monotonic() - start:.0f} s: {summary}")
     strict = os.environ.get("SCANREWRITE_CI_STRICT") == "1"
     return 1 if "failed" in results.values() or (strict and "skipped" in results.values()) else 0
 

@@ -165,6 +165,18 @@ def _run(module):
         return jax.block_until_ready(module.run())
 
 
+# Each original's results, by fixture name: several tests compare against the same original,
+# whose compile is about half of each, and it computes the same wherever it is loaded from.
+_EXPECTED: dict[str, object] = {}
+
+
+def _expected(name, tmp_path, monkeypatch):
+    """The original fixture's results, computed once per test process."""
+    if name not in _EXPECTED:
+        _EXPECTED[name] = _run(_load(tmp_path / f"{name}_original.py", _fixture_source(name), monkeypatch))
+    return _EXPECTED[name]
+
+
 def _record_runtime_calls(monkeypatch, path) -> dict[str, set]:
     """Counts, per runtime function, the distinct call sites in the file at `path` that called it."""
     sites = {function: set() for function in RUNTIME_FUNCTIONS.values()}
@@ -199,13 +211,12 @@ def _in_original_classes(actual, expected):
 
 
 def _run_both(name, tmp_path, monkeypatch, corrupt=lambda code: code):
-    source = _fixture_source(name)
     if name.startswith("flax_"):
         pytest.importorskip("flax", reason="flax is not installed (the `flax` extra)")
     rewritten = corrupt(_rewritten(name).code)
     rewritten_path = tmp_path / f"{name}_rewritten.py"
     sites = _record_runtime_calls(monkeypatch, rewritten_path)
-    expected = _run(_load(tmp_path / f"{name}_original.py", source, monkeypatch))
+    expected = _expected(name, tmp_path, monkeypatch)
     actual = _run(_load(rewritten_path, rewritten, monkeypatch))
     return _in_original_classes(actual, expected), expected, sites, rewritten
 
@@ -234,7 +245,7 @@ def test_rewritten_fixture_computes_the_same(name, tmp_path, monkeypatch):
 def test_reverted_fixture_computes_the_same(name, tmp_path, monkeypatch):
     reverted = revert((GOLDEN_DIR / f"{name}.py").read_bytes()).code
     assert reverted != _fixture_source(name) and b"scanrewrite" not in reverted
-    expected = _run(_load(tmp_path / f"{name}_original.py", _fixture_source(name), monkeypatch))
+    expected = _expected(name, tmp_path, monkeypatch)
     actual = _run(_load(tmp_path / f"{name}_reverted.py", reverted, monkeypatch))
     actual = _in_original_classes(actual, expected)
     assert assert_trees_close(actual, expected, rtol=RTOL, atol=ATOL) == len(jax.tree_util.tree_leaves(expected)) > 0
