@@ -321,6 +321,8 @@ def test_a_scan_called_on_arrays_builds_one_step_per_chunk():
     params, h, xs = make_case(wide_step, 13)
     step = wide_step(params)
     with pinned_layout("fitted"):
+        # A step of code staged before for another step runs unstaged once (`_staging._made_anew`).
+        scan(step, h, xs, unroll=4)
         actual = scan(step, h, xs, unroll=4)
         (staged,) = _staging._cache[step].values()
         assert scan_lengths(jax.make_jaxpr(staged)(h, xs).jaxpr) == [13]

@@ -175,6 +175,73 @@ def test_disable_jit_runs_op_by_op_and_agrees(layout):
     assert assert_trees_close(checkpointed, expected, **TOL) == 2
 
 
+def made_anew(scale):
+    """A step made anew on every call of its maker, as a loss function's inner `def` is."""
+
+    def step(c, x):
+        return jnp.tanh(c * x * scale), c.sum()
+
+    return step
+
+
+#: A call of `scan_fn(f, init)` eagerly, under `jax.vmap` and under `jax.grad`.
+AROUND = {
+    "eager": lambda scan_fn, f, c: scan_fn(f, c),
+    "vmap": lambda scan_fn, f, c: jax.vmap(lambda c: scan_fn(f, c))(c),
+    "grad": lambda scan_fn, f, c: jax.grad(lambda c: scan_fn(f, c)[0].sum())(c),
+}
+
+
+def runtime_scan(f, c):
+    return scan(f, c, XS, unroll=3)
+
+
+def lax_scan(f, c):
+    return jax.lax.scan(f, c, XS)
+
+
+@pytest.mark.parametrize("around", list(AROUND))
+def test_a_step_made_anew_on_every_call_runs_unstaged_on_the_cpu_layout(around):
+    """Staged, such a step would be traced and compiled for one call alone; it runs unstaged,
+    so nothing piles up in the cache. The same step called again is staged and cached."""
+    call, init = AROUND[around], jnp.ones((2, 3))
+    with pinned_layout("rolled"):
+        call(runtime_scan, made_anew(0.5), init)
+        before = _staging.cache_size()
+        for scale in (0.25, 0.75):
+            step = made_anew(scale)
+            actual = call(runtime_scan, step, init)
+            assert _staging.cache_size() == before
+            assert assert_trees_close(actual, call(lax_scan, step, init), **TOL) >= 1
+        call(runtime_scan, step, init)
+        assert _staging.cache_size() == before + 1
+    with pinned_layout("unrolled"):  # the accelerators' layout: staged, as before
+        kept = made_anew(0.5)  # the cache holds it weakly
+        call(runtime_scan, kept, init)
+    assert _staging.cache_size() == before + 2
+
+
+def step_of_arrays(c, x):
+    return jnp.tanh(c * x), c.sum()
+
+
+@pytest.mark.parametrize("around", ["eager", "vmap"])
+def test_on_arrays_the_cpu_layout_builds_lax_scan_without_checkpoints(around):
+    """Nothing around the call can differentiate it (arrays, or `vmap`'s tracers of arrays):
+    on the CPU layout the staged program is `jax.lax.scan` of the step, with no checkpoint."""
+    call, init = AROUND[around], jnp.ones((2, 3))
+    with pinned_layout("fitted"):
+        actual = call(runtime_scan, step_of_arrays, init)
+        # The cache key is (None, ("scan", length, reverse, _split_transpose, layout,
+        # constant_inputs, ...)): the program built for inputs no transformation differentiates.
+        (staged,) = [fn for key, fn in _staging._cache[step_of_arrays].items() if key[1][5]]
+    jaxpr = jax.make_jaxpr(staged)(init[0], XS).jaxpr
+    names = [eqn.primitive.name for eqn in jaxpr.eqns]
+    assert names.count("scan") == 1 and not {"checkpoint", "remat", "remat2"} & set(names)
+    assert next(eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan").params["length"] == len(XS)
+    assert assert_trees_close(actual, call(lax_scan, step_of_arrays, init), **TOL) == 2
+
+
 def test_inside_jit_the_program_is_inlined():
     jaxpr = jax.make_jaxpr(lambda c: scan(Counted(), c, XS, unroll=3))(jnp.ones(3))
     assert [eqn.primitive.name for eqn in jaxpr.eqns if eqn.primitive.name in ("pjit", "jit")] == []

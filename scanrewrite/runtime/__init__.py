@@ -57,6 +57,17 @@ def _settings_key(settings: dict[str, Any]) -> tuple:
     return tuple(sorted(settings.items()))
 
 
+def _undifferentiated(tree: Any) -> bool:
+    """Whether no transformation can differentiate through the leaves of `tree`: arrays, or
+    `jax.vmap`'s tracers of arrays (tracers of `jit`, `grad` and the rest may be)."""
+    for leaf in jax.tree_util.tree_leaves(tree):
+        while isinstance(leaf, jax.core.Tracer) and hasattr(leaf, "batch_dim"):  # vmap's tracer
+            leaf = leaf.val
+        if isinstance(leaf, jax.core.Tracer):
+            return False
+    return True
+
+
 def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     """`scan` with its settings resolved for the call site."""
     unroll, checkpoint = settings["unroll"], settings["checkpoint"]
@@ -71,7 +82,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
         return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
     layout = _chunks.layout()
     # Called on arrays, not on the tracers of a transformation: see `_memory.rolled_chunk_size`.
-    constant_inputs = not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((init, xs)))
+    constant_inputs = _undifferentiated((init, xs))
 
     def build(get_f):
         def run(init, xs):
@@ -94,6 +105,10 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # call names none: checkpointing each step inside a checkpointed chunk again would
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
+            if layout.rolled_chunk and constant_inputs and _undifferentiated(getattr(body.jaxpr, "consts", ())):
+                # Nothing around this scan can differentiate it, so there is no backward pass to
+                # keep memory for: rolled, that is `lax.scan`, which compiles fastest.
+                return jax.lax.scan(body.step, body.init, xs, length, reverse, 1, _split_transpose)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
             fitted = _memory.Fit(chunk_size(unroll, n))
             if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
@@ -118,7 +133,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
         return run
 
     key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, *_settings_key(settings))
-    return _staging.staged(f, key, build)(init, xs)
+    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk)(init, xs)
 
 
 def scan(
@@ -247,4 +262,4 @@ def eqxi_scan(
         return run
 
     key = ("eqxi_scan", length, kind, checkpoints, buffers, layout, *_settings_key(settings))
-    return _staging.staged(f, key, build)(init, xs)
+    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk)(init, xs)

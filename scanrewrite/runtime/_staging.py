@@ -33,6 +33,8 @@ MAX_PER_F = 16
 
 _Build = Callable[[Callable[[], Callable]], Callable]
 _cache: weakref.WeakKeyDictionary[Any, collections.OrderedDict[Hashable, Callable]] = weakref.WeakKeyDictionary()
+#: The function (weakly) last staged for each code object, to tell a closure made anew.
+_staged_code: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 
 
 def _is_array(leaf: Any) -> bool:
@@ -71,7 +73,20 @@ def _weak_handle(f: Callable) -> tuple[Any, Hashable, Callable[[], Callable]] | 
     return f, None, ref
 
 
-def staged(f: Callable, key: Hashable, build: _Build) -> Callable:
+def _made_anew(f: Callable, owner: Any) -> bool:
+    """Whether `f` is a new function object for code already staged with another one (a
+    closure that its enclosing function makes anew on every call, as `def _body` inside a
+    loss function is): then no later call will find `f` in the cache. Records `f`'s code."""
+    func = f.__func__ if isinstance(f, types.MethodType) else f
+    code = getattr(func, "__code__", None)
+    if not isinstance(code, types.CodeType) or owner in _cache:
+        return False
+    seen = _staged_code.get(code)
+    _staged_code[code] = weakref.ref(owner)
+    return seen is not None and seen() is not owner
+
+
+def staged(f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = False) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
 
     `build` receives a function that returns `f` and must not hold `f` itself, so that the
@@ -80,8 +95,17 @@ def staged(f: Callable, key: Hashable, build: _Build) -> Callable:
     referenced, when `key` cannot be hashed (a policy that is not hashable), or when `f`
     holds arrays (an `equinox.Module` with array fields, a `functools.partial` of an array):
     those must not be baked into a cached program as constants.
+
+    With `unstaged_once`, an `f` that would be staged for this call only (one not cached, or
+    one made anew, `_made_anew`) gets `build(lambda: f)` itself, traced where it is called:
+    a jitted unit of its own would be traced and compiled for this one call, and outside
+    `jit` (under `vmap` or `grad` too) that compiles more than the loops alone do (XLA gets
+    the transformation's transposes and a differentiated `jit` besides; docs/benchmarks.md,
+    "Real test suites"). Inside `jit` both are the same program.
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
+    if unstaged_once and (handle is None or _made_anew(f, handle[0])):
+        return build(lambda: f)
     if handle is not None:
         owner, extra, get_f = handle
         try:

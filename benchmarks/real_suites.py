@@ -1,0 +1,190 @@
+"""Real projects' test suites before and after `scanrewrite --unroll 3`, run interleaved.
+
+For each project: its sdist is downloaded at run time (`pip download --no-deps --no-binary
+:all:`, nothing of it is kept in this repository) and unpacked twice, as `before/` and `after/`;
+`after/` is rewritten with `python -m scanrewrite --unroll 3 <package folder>`. Then the same
+pytest command (only the test files whose code reaches a rewritten scan) runs in each, in
+rounds (before, after, before, after, ...), each in a fresh process; the table gives, per
+project, the tests passed and failed in each copy, and the after/before ratio of the wall time
+and of the CPU time (user + sys of the pytest process tree) per round: median, min and max.
+The load average is printed beside it: on a shared machine the CPU time is the number to read.
+
+The projects' own dependencies must be importable by this Python (they are not installed here):
+
+    pip install absl-py chex distrax dm_env tree-math dm-haiku einops gin-config scikit-image
+
+    python benchmarks/real_suites.py [--projects rlax jax-cfd] [--rounds 3] [--dir DIR]
+        [--other-runtime DIR] [--profile]
+
+`--other-runtime DIR` runs the after-suite a second time in each round with the scanrewrite of
+the checkout DIR (another branch's runtime), as a third column.
+
+`--profile` instead runs each after-suite once under cProfile and prints the runtime's frames
+by cumulative time (where the rewrite's time goes). Some tests of these releases fail on a
+newer jax before the rewrite too; the table counts them so that before and after compare alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Project(NamedTuple):
+    """A project on the registry: its pinned release, the package folder to rewrite and the
+    test files to run (those that import a module with a scan, relative to the sdist's root)."""
+
+    requirement: str
+    package: str
+    tests: tuple[str, ...]
+
+
+PROJECTS = {
+    # RL losses: multistep returns and v-trace, under jit, vmap and grad.
+    "rlax": Project(
+        "rlax==0.1.9",
+        "rlax",
+        tuple(
+            f"rlax/_src/{name}_test.py" for name in ("multistep", "nonlinear_bellman", "value_learning", "vtrace")
+        ),
+    ),
+    # Fluid simulations: trajectories of time steps, under jit (some tests fail on a newer jax).
+    "jax-cfd": Project(
+        "jax-cfd==0.2.1",
+        "jax_cfd",
+        (
+            "jax_cfd/base/funcutils_test.py",
+            "jax_cfd/base/array_utils_test.py",
+            "jax_cfd/base/time_stepping_test.py",
+            "jax_cfd/spectral/time_stepping_test.py",
+        ),
+    ),
+}
+
+#: This checkout, whose scanrewrite rewrites and (by default) runs the rewritten code.
+_HERE = Path(__file__).resolve().parent.parent
+_ENV = {**os.environ, "PYTHONPATH": str(_HERE)}
+
+
+def unpack(project: Project, workdir: Path) -> tuple[Path, Path]:
+    """The project's sdist unpacked into `before/` and `after/` under `workdir` (downloaded and
+    rewritten once; reused when there)."""
+    name = project.requirement.split("==")[0]
+    before, after = workdir / "before" / name, workdir / "after" / name
+    if after.exists():
+        return before, after
+    downloads = workdir / "sdists"
+    downloads.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(downloads)]
+        + [project.requirement],
+        check=True,
+    )
+    stem = project.requirement.replace("==", "-").replace("-", "_").lower()
+    (sdist,) = [p for p in downloads.iterdir() if p.name.replace("-", "_").lower().startswith(stem)]
+    for target in (before, after):
+        with tarfile.open(sdist) as archive:
+            top = archive.getnames()[0].split("/")[0]
+            archive.extractall(target.parent, filter="data")
+        shutil.move(target.parent / top, target)
+    subprocess.run(
+        [sys.executable, "-m", "scanrewrite", "--unroll", "3", project.package], cwd=after, env=_ENV, check=True
+    )
+    return before, after
+
+
+class Run(NamedTuple):
+    wall: float
+    cpu: float
+    passed: int
+    failed: int
+
+
+def run_tests(folder: Path, tests: tuple[str, ...], profile: Path | None = None, runtime: Path = _HERE) -> Run:
+    """One pytest process over `tests` in `folder`, importing scanrewrite from the checkout
+    `runtime`: wall and CPU seconds (user + sys of the process tree), tests passed and failed."""
+    command = [sys.executable]
+    if profile is not None:
+        command += ["-m", "cProfile", "-o", str(profile)]
+    command += ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    env = {**_ENV, "PYTHONPATH": str(runtime)}
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|error)", summary)}
+    if not counts:
+        raise SystemExit(f"error: no pytest summary in {folder}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return Run(wall, cpu, counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0))
+
+
+def ratios(after: list[float], before: list[float]) -> str:
+    """The per-round after/before ratios as 'median (min-max)'."""
+    r = [a / b for a, b in zip(after, before)]
+    return f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})"
+
+
+def show_profile(path: Path, limit: int = 25) -> None:
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("cumulative").print_stats(r"scanrewrite", limit)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--projects", nargs="+", default=list(PROJECTS), choices=list(PROJECTS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/scanrewrite-real-suites"))
+    parser.add_argument("--other-runtime", type=Path)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    folders = {name: unpack(PROJECTS[name], args.dir) for name in args.projects}
+    if args.profile:
+        for name, (_, after) in folders.items():
+            path = args.dir / f"{name}.prof"
+            print(f"## {name}: {run_tests(after, PROJECTS[name].tests, path)}")
+            show_profile(path)
+        return
+    runs: dict[tuple[str, str], list[Run]] = {}
+    for round_ in range(args.rounds):
+        for name, (before, after) in folders.items():
+            sides = [("before", before, _HERE), ("after", after, _HERE)]
+            if args.other_runtime:
+                sides.append(("other", after, args.other_runtime.resolve()))
+            for side, folder, runtime in sides:
+                run = run_tests(folder, PROJECTS[name].tests, runtime=runtime)
+                runs.setdefault((name, side), []).append(run)
+                print(f"round {round_ + 1} {name} {side}: {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
+                      f"{run.passed} passed, {run.failed} failed; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print(f"{args.rounds} rounds, interleaved; load average at the end {os.getloadavg()} on {os.cpu_count()} cores\n")
+    print("| project | runtime | passed / failed before | after | wall before (s) | wall after/before | CPU before (s) | CPU after/before |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in folders:
+        b = runs[(name, "before")]
+        for side, runtime in (("after", _HERE), ("other", args.other_runtime)):
+            if (name, side) not in runs:
+                continue
+            a = runs[(name, side)]
+            print(
+                f"| {name} | {runtime.name} | {b[0].passed} / {b[0].failed} | {a[0].passed} / {a[0].failed} "
+                f"| {statistics.median(r.wall for r in b):.1f} | {ratios([r.wall for r in a], [r.wall for r in b])} "
+                f"| {statistics.median(r.cpu for r in b):.1f} | {ratios([r.cpu for r in a], [r.cpu for r in b])} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
