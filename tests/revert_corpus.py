@@ -138,10 +138,12 @@ def _without_blank_lines(code: bytes) -> list[bytes]:
 
 
 def _call_lines(code: bytes) -> set[int]:
-    """The lines of the statements of `code` that hold a runtime call: a simple statement's
-    lines, or a compound statement's header (its decorators to its body)."""
+    """The lines of the imports of `code` and of its statements that hold a runtime call: a
+    simple statement's lines, or a compound statement's header (its decorators to its body)."""
     lines: set[int] = set()
     for node in ast.walk(ast.parse(code)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            lines.update(range(node.lineno, node.end_lineno + 1))
         if not isinstance(node, ast.stmt):
             continue
         own = [
@@ -164,8 +166,8 @@ def _call_lines(code: bytes) -> set[int]:
 
 
 def _differ_only_at_calls(y: bytes, again: bytes) -> bool:
-    """Whether the lines of `y` and `again` that are not blank differ only in statements that
-    hold a runtime call (in both)."""
+    """Whether the lines of `y` and `again` that are not blank differ only in imports (one
+    was removed) and statements that hold a runtime call (in both)."""
     numbered = [
         [(number, line) for number, line in enumerate(code.splitlines(), 1) if line.strip()] for code in (y, again)
     ]
@@ -231,7 +233,7 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     # A call the revert spells anew (its import gone), in a statement `x` does not lay out as
     # the formatters do, may come out laid out as they do (or the reverse): rewritten, it is
     # then laid out as they would, the same program in another layout.
-    # Only there: every other line must come back as it was.
+    # Only there and in the imports: every other line must come back as it was.
     again_same = again_same or (not kept and _normalized(again) == _normalized(y) and _differ_only_at_calls(y, again))
     # A call the revert joined onto one line was not laid out as the formatters lay it out
     # (checked only where it matters: another revert costs as much as the first).
