@@ -62,6 +62,8 @@ def unused_imports(
     for expression in gone:
         expression.visit(NodeCollector(replaced))
     unused: dict[cst.CSTNode, set[str]] = {}
+    # (Scopes analysed over some statements only know which bindings the others read.)
+    elsewhere = getattr(scopes, "used_elsewhere", lambda assignment: False)
     for expression in gone:
         root = _root(expression)
         if root is None:
@@ -69,11 +71,11 @@ def unused_imports(
         for assignment in scopes[expression][root]:
             node = getattr(assignment, "node", None)
             # `import a.b` binds `a` and `a.b`, and the accesses are the latter's: all count.
-            if isinstance(node, (cst.Import, cst.ImportFrom)) and all(
-                access.node in replaced
-                for same in assignment.scope.assignments
-                if getattr(same, "node", None) is node
-                for access in same.references
+            if not isinstance(node, (cst.Import, cst.ImportFrom)):
+                continue
+            bindings = [same for same in assignment.scope.assignments if getattr(same, "node", None) is node]
+            if not any(elsewhere(same) for same in bindings) and all(
+                access.node in replaced for same in bindings for access in same.references
             ):
                 unused.setdefault(node, set()).add(root)
     return unused
