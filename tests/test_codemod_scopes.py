@@ -65,6 +65,13 @@ def test_a_statement_that_may_change_an_answer_is_kept(other: str):
     assert kept[2] == other.splitlines()[0]
 
 
+def test_lines_are_counted_as_python_counts_them():
+    """A form feed is no line break to Python (it is to `str.splitlines`): the statement after
+    one is still read whole."""
+    kept, _ = _kept("import jax\n\x0c\ndef run(f, c, xs):\n    x = 1\x0c\n    return jax.lax.scan(f, c, xs)\n")
+    assert kept == ["import jax", "def run(f, c, xs):"]
+
+
 def test_a_star_import_has_the_whole_module_analysed():
     assert _kept("from jax.lax import *\n\ndef f():\n    return 1\n\ny = scan(f, c, xs)\n") is None
 

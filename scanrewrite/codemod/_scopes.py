@@ -56,6 +56,7 @@ _TAILS = frozenset(
     part for target in TARGETS for name in (target.qualified_name, target.replacement) for part in name.split(".")[1:]
 )
 _WORD = re.compile(r"\w+")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class Scopes(Mapping[cst.CSTNode, "Scope | None"]):
@@ -139,7 +140,8 @@ def _kept_statements(
     groups = _groups(module, tree)
     if groups is None:
         return None
-    lines = code.splitlines(keepends=True)
+    # Line breaks as Python's tokenizer has them (`str.splitlines` also breaks at a form feed).
+    lines = _LINE_BREAK.split(code)
     relevant = set(_PARTS)  # names that matter: bound to a known API, or parts of one
     direct = set(_TAILS)  # names whose mention means a known API may be named
     imported: set[str] = set()  # names a relevant import binds
@@ -212,7 +214,7 @@ def _words(group: list[ast.stmt], lines: list[str]) -> set[str]:
         + [decorator.lineno for statement in group for decorator in getattr(statement, "decorator_list", ())]
     )
     last = max(statement.end_lineno or statement.lineno for statement in group)
-    return set(_WORD.findall("".join(lines[first - 1 : last])))
+    return set(_WORD.findall("\n".join(lines[first - 1 : last])))
 
 
 def _binding(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, str | None]:
