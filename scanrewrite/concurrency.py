@@ -9,8 +9,10 @@ ends as a `FileResult`, errors included, so one bad file never stops the others.
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -64,13 +66,23 @@ def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
     """
     result = transform(mode)(source)
     if result.changed:
+        # Python's own parser, many times faster than libcst's, is the judge of what runs.
         try:
-            libcst.parse_module(result.code)
-        except libcst.ParserSyntaxError as exc:
-            raise SourceError(
-                exc.raw_line, f"the rewritten code does not parse ({exc.message}); please report this"
-            ) from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # e.g. invalid escapes, which the input had
+                compile(result.code, "<rewritten>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as exc:
+            raise SourceError(exc.lineno, f"the rewritten code does not parse ({exc.msg}); please report this") from None
+        except (ValueError, RecursionError, MemoryError):
+            _parses_with_libcst(result.code)  # (code Python's parser cannot take, libcst judges)
     return result
+
+
+def _parses_with_libcst(code: bytes) -> None:
+    try:
+        libcst.parse_module(code)
+    except libcst.ParserSyntaxError as exc:
+        raise SourceError(exc.raw_line, f"the rewritten code does not parse ({exc.message}); please report this") from None
 
 
 def screen(original: bytes, display: str, mode: Mode) -> FileResult | None:

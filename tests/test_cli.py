@@ -469,3 +469,17 @@ def test_missing_config_file_exits_2(project: Path) -> None:
     result = invoke("--config", "nope.toml", "a.py")
     assert result.exit_code == 2
     assert result.stderr == "error: nope.toml: cannot read: No such file or directory\n"
+
+
+def test_a_rewrite_that_does_not_parse_is_refused(monkeypatch):
+    """The command line checks what it would write with Python's parser: a broken result is an
+    error at the line Python names, and nothing is written."""
+    import scanrewrite.concurrency as concurrency
+    from scanrewrite.codemod import RewriteResult, Rewritten, SourceError
+
+    broken = RewriteResult(b"import jax\n\ny = (\n", (Rewritten(3, "jax.lax.scan"),), ())
+    monkeypatch.setattr(concurrency, "transform", lambda mode: lambda source: broken)
+    with pytest.raises(SourceError) as caught:
+        concurrency.rewrite_checked(b"import jax\n\ny = jax.lax.scan(f, c, xs)\n", Mode())
+    assert caught.value.line == 3
+    assert "does not parse" in caught.value.message

@@ -13,6 +13,8 @@ PACKAGE = Path(scanrewrite.codemod.__file__).parent
 #: Each part may import only the parts before it.
 LAYERS = (
     "_parsing",
+    "_scopes",
+    "_matchers",
     "_arguments",
     "_format_lines",
     "_format_split",

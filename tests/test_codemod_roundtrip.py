@@ -178,3 +178,24 @@ def test_round_trip_catches_a_wrong_revert(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(corpus, "revert", dropping_reverse)
     assert "the reverted program's calls differ from the original's" in round_trip(source, {}).problems
+
+
+def test_a_layout_change_away_from_the_calls_is_caught(monkeypatch):
+    """Where the rewrite removed an import, the round trip lets a statement holding a call come
+    back in another layout, and nothing else: a revert that also joins another statement's
+    lines is caught."""
+    import tests.revert_corpus as corpus
+
+    x = b"from jax.lax import scan\n\ny = scan(f, c, xs)\nz = (\n    1,\n    2,\n)\n"
+    assert round_trip(x, {}).problems == []
+
+    def joining(code, **options):
+        result = revert(code, **options)
+        return type(result)(result.code.replace(b"(\n    1,\n    2,\n)", b"(1, 2)"), result.rewritten, result.skipped)
+
+    monkeypatch.setattr(corpus, "revert", joining)
+    assert "rewrite(revert(y)) != y" in round_trip(x, {}).problems
+    # The same change at the call's own statement is the layout a call spelled anew may take.
+    assert corpus._differ_only_at_calls(
+        b"y = scanrewrite.runtime.scan(\n    f, c, xs, unroll=4\n)\n", b"y = scanrewrite.runtime.scan(f, c, xs, unroll=4)\n"
+    )

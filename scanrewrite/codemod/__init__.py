@@ -14,6 +14,8 @@ the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is app
 The parts, each importing only those before it:
 
 - `_parsing`: bytes to a libcst module and back, byte for byte; line numbers.
+- `_scopes`: libcst's scopes, analysed over only the top-level statements that can matter.
+- `_matchers`: libcst's matcher-decoratable visitors without their search per instance.
 - `_arguments`: what a call's arguments bind; adding keyword arguments in its layout.
 - `_format_lines`, `_format_split`: how black (and ruff format) split a statement too
   long for its line, ported; `_format_tokens`: a statement read into their tokens.

@@ -20,7 +20,7 @@ from libcst.metadata import QualifiedNameSource, Scope
 from scanrewrite.pragmas import Pragma
 from scanrewrite.targets import DEFAULT_TARGETS, Target, select
 
-__all__ = ["Resolver", "Survey", "binds_package", "call_pragma", "may_rewrite", "read_pragmas"]
+__all__ = ["Resolver", "Survey", "binds_package", "call_pragma", "may_rewrite", "read_pragmas", "take_survey"]
 
 
 class _Spelling(NamedTuple):
@@ -65,7 +65,13 @@ def may_rewrite(source: bytes, targets: str | Collection[str] = DEFAULT_TARGETS)
     """
     if b"scanrewrite" in source:
         return True
-    spelling = _spelling(targets if isinstance(targets, str) else tuple(targets))
+    return _may_rewrite(source, targets if isinstance(targets, str) else tuple(targets))
+
+
+# The command line asks before it calls `rewrite`, which asks again: the last answers are kept.
+@functools.lru_cache(maxsize=2)
+def _may_rewrite(source: bytes, targets: str | tuple[str, ...]) -> bool:
+    spelling = _spelling(targets)
     if not any(last in source and package in source for last, package in spelling.spelled):
         return False
     try:
@@ -224,6 +230,15 @@ class Survey(cst.CSTVisitor):
         if isinstance(resolved, Target):
             self._found(node, resolved)
 
+
+
+def take_survey(module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], resolve: Callable) -> Survey:
+    """The `Survey` of `module` with `resolve`, walking only the statements `scopes` analysed
+    (`Scopes.analysed`): no other holds a name that resolves."""
+    found = Survey(resolve)
+    getattr(scopes, "analysed", module).visit(found)
+    found.holders.add(module)
+    return found
 
 
 def _hidden_root(node: cst.BaseExpression, scope: Scope) -> str | None:

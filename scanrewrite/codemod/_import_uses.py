@@ -99,10 +99,17 @@ def unused_after_edit(
         if isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))
     }
 
+    # (Scopes analysed over some statements only know which bindings the others read.)
+    elsewhere = getattr(scopes, "used_elsewhere", lambda assignment: False)
+
     def read(scope: Scope, name: str) -> bool:
         return any(
             isinstance(assignment, ImportAssignment)
-            and (assignment in new_uses or any(access.node not in replaced for access in assignment.references))
+            and (
+                assignment in new_uses
+                or elsewhere(assignment)
+                or any(access.node not in replaced for access in assignment.references)
+            )
             for assignment in scope[name]
         )
 
@@ -122,7 +129,8 @@ def unused_after_edit(
                 unused[alias] = node
     if unused:
         names = {name for alias in unused for name in _local_names(alias)}
-        exported, annotated = _named_in_strings(context, module, names, module.code if code is None else code)
+        tree = getattr(scopes, "python_tree", None)
+        exported, annotated = _named_in_strings(context, module, names, module.code if code is None else code, tree)
         # `__all__` names module-level names: it keeps no import in a function (as in ruff).
         unused = {
             alias: node
@@ -142,18 +150,19 @@ def _local_names(alias: cst.ImportAlias) -> list[str]:
 
 
 def _named_in_strings(
-    context: CodemodContext, module: cst.Module, names: set[str], code: str
+    context: CodemodContext, module: cst.Module, names: set[str], code: str, tree: ast.Module | None = None
 ) -> tuple[set[str], set[str]]:
     """Those of `names` that libcst counts as used by `__all__`, and those it counts as used
     by a string annotation.
 
     Its visitors walk the whole module (the one for annotations with qualified names of
     every call and subscript), so they run only where one of `names` is written in a
-    string that may be one of those.
+    string that may be one of those. `tree` is `code` as Python's parser reads it, where
+    the caller has it.
     """
     if not any(name in code for name in names):
         return set(), set()
-    strings = _strings_that_may_name(code)
+    strings = _strings_that_may_name(code, tree)
     if not any(name in string for string in strings for name in names):
         return set(), set()
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -166,14 +175,14 @@ def _named_in_strings(
     return names & exports.explicit_exported_objects, names & annotations.names
 
 
-def _strings_that_may_name(code: str) -> list[str]:
-    """The string literals of `code` that libcst may read names from: those in an
-    annotation, in a call, or assigned (`__all__`); all of them where `code` does not
-    parse with Python's parser."""
+def _strings_that_may_name(code: str, tree: ast.Module | None = None) -> list[str]:
+    """The string literals of `code` (whose tree `tree` is, if given) that libcst may read
+    names from: those in an annotation, in a call, or assigned (`__all__`); all of them
+    where `code` does not parse with Python's parser."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(code)
+            tree = ast.parse(code) if tree is None else tree
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [code]
     roots: list[ast.AST] = []

@@ -21,6 +21,7 @@ from scanrewrite.codemod._import_order import add_import, sort_key
 from scanrewrite.codemod._import_uses import NodeCollector, schedule_removal
 from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
 from scanrewrite.codemod._kept_imports import exports, kept_aliases
+from scanrewrite.codemod._matchers import NoMatcherSearch
 
 __all__ = ["ImportPruner", "apply_scheduled_imports", "schedule_import_removal", "unused_imports", "whole_lines"]
 
@@ -61,6 +62,8 @@ def unused_imports(
     for expression in gone:
         expression.visit(NodeCollector(replaced))
     unused: dict[cst.CSTNode, set[str]] = {}
+    # (Scopes analysed over some statements only know which bindings the others read.)
+    elsewhere = getattr(scopes, "used_elsewhere", lambda assignment: False)
     for expression in gone:
         root = _root(expression)
         if root is None:
@@ -68,11 +71,11 @@ def unused_imports(
         for assignment in scopes[expression][root]:
             node = getattr(assignment, "node", None)
             # `import a.b` binds `a` and `a.b`, and the accesses are the latter's: all count.
-            if isinstance(node, (cst.Import, cst.ImportFrom)) and all(
-                access.node in replaced
-                for same in assignment.scope.assignments
-                if getattr(same, "node", None) is node
-                for access in same.references
+            if not isinstance(node, (cst.Import, cst.ImportFrom)):
+                continue
+            bindings = [same for same in assignment.scope.assignments if getattr(same, "node", None) is node]
+            if not any(elsewhere(same) for same in bindings) and all(
+                access.node in replaced for same in bindings for access in same.references
             ):
                 unused.setdefault(node, set()).add(root)
     return unused
@@ -165,7 +168,7 @@ def _plain(item: ImportItem) -> bool:
 _Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
 
-class _AddImportsOnly(AddImportsVisitor):
+class _AddImportsOnly(NoMatcherSearch, AddImportsVisitor):
     """`AddImportsVisitor` that adds the import lines and no blank line after them.
 
     It adds only `import x` lines, which go between module-level statements, so it
@@ -282,7 +285,7 @@ class _KeepsMarked:
         return kept_aliases(self._statement, node, self._exports if self._depth == 0 else ())
 
 
-class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor):
+class _RemoveImportsKeepingLines(NoMatcherSearch, _KeepsMarked, _KeepsLines, RemoveImportsVisitor):
     """`RemoveImportsVisitor` that keeps the lines above a removed import (`_KeepsLines`) and
     the imports the user marked to keep (`_KeepsMarked`), and takes the unused import names it
     may remove as `unused`, where the caller knows them."""
@@ -327,7 +330,7 @@ class _RemoveImportsKeepingLines(_KeepsMarked, _KeepsLines, RemoveImportsVisitor
         return updated
 
 
-class _GatherUnused(GatherUnusedImportsVisitor):
+class _GatherUnused(NoMatcherSearch, GatherUnusedImportsVisitor):
     """libcst's, but a name in `__all__` uses only a module-level import of it, as in ruff."""
 
     def is_in_use(self, scope: Scope, alias: cst.ImportAlias) -> bool:

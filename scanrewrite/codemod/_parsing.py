@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -163,17 +163,33 @@ class _ExplicitNewlines(cst.CSTTransformer):
 _NEWLINE = re.compile(r"\r\n?|\n")
 
 
-def node_lines(module: cst.Module, nodes: set[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
+def node_lines(
+    module: cst.Module,
+    nodes: set[cst.CSTNode],
+    top_level: Mapping[cst.CSTNode, cst.CSTNode] | None = None,
+    starts: Mapping[cst.CSTNode, int] | None = None,
+) -> dict[cst.CSTNode, tuple[int, int]]:
     """The first and last line that `PositionProvider` gives each of `nodes`.
 
     One codegen pass, as `PositionProvider`'s own, that renders nothing and notes only
     these nodes: the provider's positions for every node cost several times a render.
+    Where every node's top-level statement is known (`top_level`) and the line that
+    statement starts on (`starts`), only those statements are passed over.
     """
     if not nodes:
         return {}
-    state = _LineCounter(module.default_indent, module.default_newline, nodes)
-    module._codegen(state)
-    return state.lines
+    statements = {top_level.get(node) for node in nodes} if top_level is not None and starts else {None}
+    if None in statements or not statements <= starts.keys():
+        state = _LineCounter(module.default_indent, module.default_newline, nodes)
+        module._codegen(state)
+        return state.lines
+    lines: dict[cst.CSTNode, tuple[int, int]] = {}
+    for statement in statements:
+        state = _LineCounter(module.default_indent, module.default_newline, nodes)
+        state.line = starts[statement]
+        statement._codegen(state)
+        lines.update(state.lines)
+    return lines
 
 
 class _LineCounter(CodegenState):

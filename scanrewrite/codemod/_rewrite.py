@@ -13,16 +13,17 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
+from libcst.metadata import MetadataWrapper, Scope
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
-from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, may_rewrite, read_pragmas
+from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
 from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.codemod._layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
+from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
 
@@ -150,9 +151,9 @@ def check_options(
 
 class Rewriter:
     """The transform of one module, as plain libcst passes that `rewrite` and
-    `ScanRewriteCommand` both drive: scopes for the whole tree, qualified names only for
-    names that may be a target, lines only for what is reported, and the edit only in
-    the statements that hold a call (see `Survey.holders`)."""
+    `ScanRewriteCommand` both drive: scopes only of the statements that can matter
+    (`module_scopes`), qualified names only for names that may be a target, lines only for
+    what is reported, and the edit only in the statements that hold a call (`Survey.holders`)."""
 
     def __init__(
         self,
@@ -177,7 +178,7 @@ class Rewriter:
         self._by_qualified_name = {target.qualified_name: target for target in select(targets)}
         self._context = context
         self._warn = warn
-        self._scopes: Mapping[cst.CSTNode, Scope | None] = {}
+        self._scopes: Scopes | Mapping[cst.CSTNode, Scope | None] = {}
         self._resolver: Resolver | None = None
         self._lines: dict[cst.CSTNode, tuple[int, int]] = {}
         self._pragmas: dict[int, Pragma] = {}
@@ -191,13 +192,12 @@ class Rewriter:
         """`wrapper.module` (whose `code` the caller may pass) rewritten, with the scheduled
         import edits (`apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
         module = wrapper.module
-        self._scopes = wrapper.resolve(ScopeProvider)
-        self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
         code = module.code if code is None else code
-        comments = pragma_comments(module) if "scanrewrite" in code else []
-        survey = Survey(resolver.resolve)
-        module.visit(survey)
-        self._lines = node_lines(module, {node for node, _ in (*comments, *survey.found)})
+        self._scopes = scopes = module_scopes(module, code)
+        self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
+        comments = pragma_comments(module, code) if "scanrewrite" in code else []
+        survey = take_survey(module, scopes, resolver.resolve)
+        self._lines = node_lines(module, {node for node, _ in (*comments, *survey.found)}, survey.top_level, scopes.starts)
         self._pragmas, skip_file = read_pragmas(comments, self._lines)
         if skip_file is not None:
             self._skip(skip_file, "skip-file pragma")
@@ -207,9 +207,9 @@ class Rewriter:
             start, end = self._lines[node]
             self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
         if may_wrap(code):
-            self._per_step, self._chunked = read_bodies(module, self._scopes, resolver, survey.found)
+            self._per_step, self._chunked = read_bodies(scopes.analysed, scopes, resolver, survey.found)
         calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]] = {}
-        applied, remats = find_flax(module, self._scopes, survey.found) if "flax" in code else ({}, {})
+        applied, remats = find_flax(scopes.analysed, scopes, survey.found) if "flax" in code else ({}, {})
         self._flax_remat.update(remats)
         for node, resolved in survey.found:
             if isinstance(node, cst.Call):
@@ -221,7 +221,7 @@ class Rewriter:
                 use = applied[node]
                 self._lines[use.as_call] = self._lines[node]
                 # The resolver's scopes, which `_new_args` reads at the call.
-                self._resolver.scopes = self._scopes = {**self._scopes, use.as_call: self._scopes[node]}
+                self._resolver.scopes = self._scopes = self._scopes.with_scope(use.as_call, self._scopes[node])
                 planned = self._plan(use.as_call, resolved)
                 if planned is not None:
                     calls[use.site] = planned

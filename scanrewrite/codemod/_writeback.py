@@ -38,14 +38,14 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import MetadataWrapper, ScopeProvider
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
-from scanrewrite.codemod._discovery import Resolver, Survey, call_pragma, read_pragmas
+from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod._imports import apply_scheduled_imports
 from scanrewrite.codemod._layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options
+from scanrewrite.codemod._scopes import module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
@@ -177,20 +177,19 @@ class RuntimeCalls:
     """The runtime calls of one module, by their first line, and the pragmas on them."""
 
     def __init__(self, module: cst.Module, code: str | None = None) -> None:
-        self.wrapper = wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.scopes = wrapper.resolve(ScopeProvider)
+        code = module.code if code is None else code
+        self.scopes = scopes = module_scopes(module, code)
         self.resolver = resolver = Resolver(self.scopes, _BY_REPLACEMENT)
-        survey = Survey(resolver.resolve)
-        module.visit(survey)
+        survey = take_survey(module, scopes, resolver.resolve)
         #: What holds a runtime call or reference (`Survey.holders`), and its top-level statement.
         self.holders, self.top_level = survey.holders, survey.top_level
-        comments = pragma_comments(module, module.code if code is None else code)
+        comments = pragma_comments(module, code)
         calls = [
             (node, _shadowed(node, resolver) or resolved)
             for node, resolved in survey.found
             if isinstance(node, cst.Call)
         ]
-        self.lines = node_lines(module, {node for node, _ in (*comments, *calls)})
+        self.lines = node_lines(module, {node for node, _ in (*comments, *calls)}, survey.top_level, scopes.starts)
         self.pragmas, self.skip_file = read_pragmas(comments, self.lines)
         self.by_line: dict[int, list[tuple[cst.Call, Target | str]]] = {}
         for call, resolved in calls:
