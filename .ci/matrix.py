@@ -258,6 +258,8 @@ def run_part(part: Part) -> str:
     ENVS.mkdir(parents=True, exist_ok=True)
     # The environment's own packages only, never those of whoever runs CI.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    # Fewer generated programs than the main suite runs (tests/test_codemod_property.py).
+    env["SCANREWRITE_CI_MATRIX"] = "1"
     bin_python = prepare(part, python, env)
     installed = time.monotonic()
     if bin_python is None:

@@ -6,6 +6,7 @@ generated programs."""
 from __future__ import annotations
 
 import ast
+import os
 import textwrap
 from pathlib import Path
 
@@ -109,7 +110,12 @@ def test_every_fixture_agrees_with_the_whole_analysis(name: str, monkeypatch: py
     _agrees(source, {"targets": "lax.scan,eqxi.scan,lax.fori_loop,lax.map,nnx.scan,linen.scan"}, monkeypatch)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# 25 in the version matrix's parts, as `test_codemod_property.FUZZ_EXAMPLES` is cut there.
+@settings(
+    max_examples=25 if os.environ.get("SCANREWRITE_CI_MATRIX") else 100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(program=programs())
 def test_generated_programs_agree_with_the_whole_analysis(program, monkeypatch: pytest.MonkeyPatch):
     source, options = program
