@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import warnings
 from collections.abc import Callable, Collection, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
 import libcst as cst
 from libcst.metadata import QualifiedNameSource, Scope
 
+from scanrewrite.codemod._parsing import python_tree
 from scanrewrite.pragmas import Pragma
 from scanrewrite.targets import DEFAULT_TARGETS, Target, select
 
@@ -74,11 +74,8 @@ def _may_rewrite(source: bytes, targets: str | tuple[str, ...]) -> bool:
     spelling = _spelling(targets)
     if not any(last in source and package in source for last, package in spelling.spelled):
         return False
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = python_tree(source)
+    if tree is None:
         return True
     imports = names = False
     for node in ast.walk(tree):

@@ -9,7 +9,6 @@ adds, so the scopes it already has answer the same question.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
@@ -19,6 +18,8 @@ from libcst.codemod.visitors import GatherExportsVisitor, GatherNamesFromStringA
 from libcst.helpers import get_absolute_module_from_package_for_import, get_full_name_for_node
 from libcst.metadata import Assignment, GlobalScope, ImportAssignment, MetadataWrapper, Scope
 from libcst.metadata.scope_provider import _gen_dotted_names
+
+from scanrewrite.codemod._parsing import python_tree
 
 __all__ = ["NodeCollector", "policy_uses", "schedule_removal", "unused_after_edit"]
 
@@ -179,11 +180,8 @@ def _strings_that_may_name(code: str, tree: ast.Module | None = None) -> list[st
     """The string literals of `code` (whose tree `tree` is, if given) that libcst may read
     names from: those in an annotation, in a call, or assigned (`__all__`); all of them
     where `code` does not parse with Python's parser."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(code) if tree is None else tree
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = python_tree(code) if tree is None else tree
+    if tree is None:
         return [code]
     roots: list[ast.AST] = []
     for node in ast.walk(tree):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-__all__ = ["Parsed", "SourceError", "node_lines", "top_level_indices"]
+__all__ = ["Parsed", "SourceError", "node_lines", "python_tree", "top_level_indices"]
 
 
 class SourceError(Exception):
@@ -118,6 +118,17 @@ def _parse(source: bytes) -> cst.Module:
             default_newline=newline
         )
     return module
+
+
+def python_tree(code: str | bytes) -> ast.Module | None:
+    """`code` as Python's own parser reads it, or None where it cannot (a syntax error, a null
+    byte, nesting too deep for it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
+            return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _python_syntax_error(source: bytes) -> tuple[int | None, str] | None:

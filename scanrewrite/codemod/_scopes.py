@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from collections.abc import Iterator, Mapping
 
 import libcst as cst
 from libcst.metadata import GlobalScope, MetadataWrapper, Scope, ScopeProvider
 
+from scanrewrite.codemod._parsing import python_tree
 from scanrewrite.targets import TARGETS
 from scanrewrite.wrappers import PARTIAL, WRAPPERS
 
@@ -115,12 +115,7 @@ class Scopes(Mapping[cst.CSTNode, "Scope | None"]):
 def module_scopes(module: cst.Module, code: str) -> Scopes:
     """The scopes of `module` (whose code is `code`), analysed over what can matter (see the
     module's docstring)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
+    tree = python_tree(code)
     kept = None if tree is None else _kept_statements(module, code, tree)
     if kept is None:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
