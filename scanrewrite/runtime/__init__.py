@@ -81,7 +81,8 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     if n == 0:
         return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
     layout = _chunks.layout()
-    # Called on arrays, not on the tracers of a transformation: see `_memory.rolled_chunk_size`.
+    # Called on arrays (or vmap's tracers of them), not on those of a transformation that
+    # differentiates: see `run`.
     constant_inputs = _undifferentiated((init, xs))
 
     def build(get_f):
@@ -114,7 +115,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
                 # Rolled, k only trades carries for residuals: build the chunks that keep no
                 # more and compile faster (`_memory`).
-                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels, constant_inputs=constant_inputs)
+                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels)
             return _chunks.chunked(
                 body,
                 xs,

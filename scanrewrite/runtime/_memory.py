@@ -200,17 +200,12 @@ class Fit(NamedTuple):
     checkpoint_steps: bool = False
 
 
-def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any, *, constant_inputs: bool = False) -> Fit:
+def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any) -> Fit:
     """The chunks to build for a requested `k` (1 < k <= n) of rolled chunks checkpointed as a
-    whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr.
-
-    With `constant_inputs` (the scan was called on arrays, not on tracers) and a step that
-    closes over no tracer either, no transformation around the scan can differentiate it, so
-    nothing is kept: 1, which compiles as `jax.lax.scan` does."""
+    whole: `fit` for the step's `step_bytes`, or `k` where the step has no jaxpr. (A scan that
+    nothing can differentiate is `jax.lax.scan` before it gets here: see `runtime._scan`.)"""
     if body.jaxpr is None:
         return Fit(k)
-    if constant_inputs and not any(isinstance(c, jax.core.Tracer) for c in body.jaxpr.consts):
-        return Fit(1)
     return fit(n, k, levels, step_bytes(body))
 
 
