@@ -45,9 +45,21 @@ class Progress:
 
 def compile_with_costs(jitted: Callable, *args: Any) -> tuple[Any, float, int]:
     """(the compiled function, seconds to lower and compile it, XLA's temp memory in bytes)."""
+    return compile_lowered(*lower_timed(jitted, *args))
+
+
+def lower_timed(jitted: Callable, *args: Any) -> tuple[Any, float]:
+    """(`jitted` lowered for `args`, the seconds that took): tracing, the Python part."""
     start = time.perf_counter()
-    compiled = jitted.lower(*args).compile()
-    return compiled, time.perf_counter() - start, compiled.memory_analysis().temp_size_in_bytes
+    return jitted.lower(*args), time.perf_counter() - start
+
+
+def compile_lowered(lowered: Any, lower_seconds: float) -> tuple[Any, float, int]:
+    """`compile_with_costs` of what `lower_timed` gave: XLA's compile, which releases the GIL,
+    so that several can run in threads while the next is traced."""
+    start = time.perf_counter()
+    compiled = lowered.compile()
+    return compiled, lower_seconds + time.perf_counter() - start, compiled.memory_analysis().temp_size_in_bytes
 
 
 def interleaved_times(

@@ -30,13 +30,21 @@ import concurrent.futures
 import functools
 import math
 import statistics
-import time
 from collections.abc import Callable
 
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-from _common import agreement_rtol, figure, interleaved_times, max_rel_diff, save
+from _common import (
+    agreement_rtol,
+    compile_lowered,
+    compile_with_costs,
+    figure,
+    interleaved_times,
+    lower_timed,
+    max_rel_diff,
+    save,
+)
 
 import scanrewrite.runtime
 
@@ -131,22 +139,19 @@ def run(args) -> tuple[str, bool]:
     compiled, rows, too_big = {}, {}, {}
     variants = make_variants(args.n, args.ks, extras=not args.origin_only)
 
-    def lower(loop):  # the runtime's Python runs here, in this thread
-        start = time.perf_counter()
-        return value_and_grad(loop).lower(params, h0), time.perf_counter() - start
-
-    def compile_lowered(lowered, lower_seconds):  # XLA's compile releases the GIL
-        start = time.perf_counter()
-        done = lowered.compile()
-        return done, lower_seconds + time.perf_counter() - start, done.memory_analysis().temp_size_in_bytes
-
     if args.compile_threads > 1:
+        # Traced in this thread (the runtime's Python), compiled `compile_threads` at a time.
         with concurrent.futures.ThreadPoolExecutor(args.compile_threads) as pool:
-            futures = {name: pool.submit(compile_lowered, *lower(loop)) for name, loop in variants.items()}
+            futures = {
+                name: pool.submit(compile_lowered, *lower_timed(value_and_grad(loop), params, h0))
+                for name, loop in variants.items()
+            }
             concurrent.futures.wait(futures.values())
         attempts = {name: future.result for name, future in futures.items()}
     else:  # one after the other, so that each compile time is its own
-        attempts = {name: functools.partial(lambda loop: compile_lowered(*lower(loop)), loop) for name, loop in variants.items()}
+        attempts = {
+            name: functools.partial(compile_with_costs, value_and_grad(loop), params, h0) for name, loop in variants.items()
+        }
     for name, attempt in attempts.items():
         try:
             result = attempt()
