@@ -17,8 +17,8 @@ The parts, each importing only those before it:
 - `_scopes`: libcst's scopes, analysed over only the top-level statements that can matter.
 - `_matchers`: libcst's matcher-decoratable visitors without their search per instance.
 - `_arguments`: what a call's arguments bind; adding keyword arguments in its layout.
-- `_format_lines`, `_format_split`: how black (and ruff format) split a statement too
-  long for its line, ported; `_format_tokens`: a statement read into their tokens.
+- `_lines`, `_split`: how black (and ruff format) split a statement too
+  long for its line, ported; `_tokens`: a statement read into their tokens.
 - `_layout`: a changed statement laid out as they would (`KeepLayout`, the transformer
   base of the rewrite, the revert and the write-back).
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.

@@ -24,7 +24,7 @@ from libcst.metadata import Scope
 
 from scanrewrite.codemod._arguments import append_args
 from scanrewrite.codemod._discovery import Resolver
-from scanrewrite.codemod._layout import relayout
+from scanrewrite.layout import relayout
 from scanrewrite.targets import Target
 
 __all__ = ["Applied", "find_flax", "relayout_decorator", "replace_applied", "reverted_decorator", "runtime_partials"]

@@ -40,7 +40,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator, runtime_partials
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
-from scanrewrite.codemod._layout import KeepLayout
+from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings

@@ -21,7 +21,7 @@ from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, r
 from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
 from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
-from scanrewrite.codemod._layout import KeepLayout
+from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments

@@ -42,7 +42,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod._imports import apply_scheduled_imports
-from scanrewrite.codemod._layout import KeepLayout
+from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options
 from scanrewrite.codemod._scopes import module_scopes

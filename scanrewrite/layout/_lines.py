@@ -1,7 +1,7 @@
 """The lines black (and ruff format, which follows it) splits a statement into: their
 tokens, brackets and delimiters.
 
-A port of black's `Line` and `BracketTracker` (black 26.10.1), for `_format_split`:
+A port of black's `Line` and `BracketTracker` (black 26.10.1), for `_split`:
 the depth of each token inside the line's brackets, the delimiters at depth 0 with
 their priorities (a comma before an operator before a `.`), and the magic trailing
 comma that keeps a bracket exploded. Names follow black's, so that a difference can

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from scanrewrite.codemod._format_lines import (
+from scanrewrite.layout._lines import (
     CLOSING,
     COMMA_PRIORITY,
     DOT_PRIORITY,

@@ -3,7 +3,7 @@
 `relayout(original, updated, ...)` is the entry point: when `original` is laid out
 exactly as the formatters lay it out at the given line length, `updated` (the same
 statement after an edit, such as a rewritten call) is laid out the same way: kept on
-one line while it fits, split as `_format_split` says when it does not. Otherwise
+one line while it fits, split as `_split` says when it does not. Otherwise
 `updated` comes back as it is, so a file that was not formatted is never reformatted.
 `KeepLayout` is a transformer to build an edit on: it tracks each statement's
 indentation and lays out again every statement in which the subclass calls `edited()`.
@@ -14,7 +14,7 @@ comma, which holds a bracket open that would fit, stays), and the parentheses th
 around a returned or assigned tuple they split. So the revert joins what the rewrite
 split, and a write-back that shortens a call joins it too.
 
-A statement is read into the formatter's tokens by `_format_tokens`. What the port
+A statement is read into the formatter's tokens by `_tokens`. What the port
 does not cover (see there; also compound statements and indentation other than four
 spaces) leaves the statement as it is; so does a layout whose code is not the same
 syntax tree as the statement's.
@@ -28,9 +28,9 @@ import re
 
 import libcst as cst
 
-from scanrewrite.codemod._format_lines import CLOSING, CannotLayOut, Leaf
-from scanrewrite.codemod._format_split import lay_out
-from scanrewrite.codemod._format_tokens import parenthesized_tuple, spaced, statement_leaves
+from scanrewrite.layout._lines import CLOSING, CannotLayOut, Leaf
+from scanrewrite.layout._split import lay_out
+from scanrewrite.layout._tokens import parenthesized_tuple, spaced, statement_leaves
 
 __all__ = ["KeepLayout", "may_relayout", "relayout"]
 

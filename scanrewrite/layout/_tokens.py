@@ -16,7 +16,7 @@ import re
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from scanrewrite.codemod._format_lines import CannotLayOut, Leaf
+from scanrewrite.layout._lines import CannotLayOut, Leaf
 
 __all__ = ["parenthesized_tuple", "spaced", "statement_leaves"]
 
