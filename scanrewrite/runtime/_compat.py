@@ -10,7 +10,11 @@ from typing import Any
 
 import jax
 
-__all__ = ["INLINE", "enable_x64", "lax_unroll", "leading_slice", "make_user_context", "typeof"]
+# jax's jaxpr classes (`Var`, `Literal`, `DropVar`, `Jaxpr`, `ClosedJaxpr`): `jax.core` lost them
+# and `jax.extend.core` lacks some on some releases; `jax._src.core` has them all on every one.
+from jax._src import core as jax_core
+
+__all__ = ["INLINE", "enable_x64", "jax_core", "lax_unroll", "leading_slice", "make_user_context", "typeof"]
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval
