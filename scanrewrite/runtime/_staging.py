@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from scanrewrite.runtime import _structure, _trace
-from scanrewrite.runtime._compat import INLINE
+from scanrewrite.runtime._compat import INLINE, bare_jaxpr
 
 # Staged functions kept per `f` (per static key, least recently used first). A bound: keys
 # that hold a fresh object per call (an inline `buffers=lambda c: ...`) must not pile up.
@@ -177,7 +177,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
     except TypeError:  # an unhashable setting
         return unstaged()
     if fn is None:
-        jaxpr = closed.jaxpr  # a jaxpr holds no constants of its own: no array is kept here
+        jaxpr = bare_jaxpr(closed)  # no array is kept here
 
         def run(consts, init, xs):
             return build(lambda: _trace.Replay(jaxpr, consts, out_tree, *seen))(init, xs)

@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from scanrewrite.runtime._compat import jax_core, typeof
+from scanrewrite.runtime._compat import ClosedJaxpr, Jaxpr, jax_core, typeof
 
 #: Largest constant (in elements) inside a nested jaxpr compared by value.
 MAX_NESTED_CONST = 64
@@ -116,9 +116,9 @@ def _value(v: Any) -> Hashable:
         # By bits, not `==`: 0.0 and -0.0 are equal, and 1 == 1.0 == True.
         array = np.asarray(v)
         return (type(v), array.dtype.str, array.tobytes())
-    if isinstance(v, jax_core.ClosedJaxpr):
+    if isinstance(v, ClosedJaxpr):
         return ("closed", _jaxpr(v.jaxpr), tuple(map(_nested_const, v.consts)))
-    if isinstance(v, jax_core.Jaxpr):
+    if isinstance(v, Jaxpr):
         return ("jaxpr", _jaxpr(v))
     if isinstance(v, (tuple, list)):  # NamedTuples (dimension numbers) keep their type
         return (type(v), tuple(map(_value, v)))

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._compat import jax_core, leading_slice, typeof
+from scanrewrite.runtime._compat import ClosedJaxpr, leading_slice, typeof
 
 tree_util = jax.tree_util
 
@@ -71,7 +71,7 @@ class Replay:
     constants, which the constants given here, an enclosing `jit`'s arguments, no longer tell."""
 
     def __init__(self, jaxpr: Any, consts: Any, out_tree: Any, constant: bool, differentiated: tuple[bool, ...]):
-        self.closed = jax_core.ClosedJaxpr(jaxpr, list(consts))
+        self.closed = ClosedJaxpr(jaxpr, list(consts))
         self.out_tree, self.constant, self.differentiated = out_tree, constant, differentiated
 
     def __call__(self, carry: Any, x: Any) -> tuple[Any, Any]:
