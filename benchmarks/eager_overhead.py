@@ -54,12 +54,18 @@ def make_step(seed: int = 0) -> Callable:
 
 
 def first_sight(call: Callable[[], object]) -> Callable[[], object]:
-    """`call` with the runtime's programs by structure forgotten first (`_staging._by_structure`):
-    a program new to jax's caches and to the runtime's."""
+    """`call` with the runtime's programs by structure forgotten (`_staging._by_structure`): a
+    program new to jax's caches and to the runtime's. They are put back after it, for the rows
+    of closures rebuilt, which are interleaved with this one."""
 
     def run():
+        kept = dict(_staging._structures)
         _staging._structures.clear()
-        return call()
+        try:
+            return call()
+        finally:
+            _staging._structures.clear()
+            _staging._structures.update(kept)
 
     return run
 

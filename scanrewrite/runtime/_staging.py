@@ -1,11 +1,14 @@
 """One compiled unit per runtime call, cached weakly on `f`, as `jax.lax.scan` caches its body.
 
-A runtime call is staged as one `jax.jit(..., inline=INLINE)` function: outside any trace (and
-under `jax.vmap`/`jax.grad` without `jit`) the chunk loop, the leftover steps, the stacking
-and the concatenation then run as one XLA program instead of op by op; inside an outer `jit`
-the staged jaxpr is inlined, so the outer program is unchanged. `jax.jit` caches its trace
-and its executable on the staged function, so the staged function is cached here, on `f`
-(weakly: the entry dies with `f`) and on a key of every static setting.
+A runtime call is staged as one `jax.jit` function: outside any trace (and under
+`jax.vmap`/`jax.grad` without `jit`) the chunk loop, the leftover steps, the stacking and the
+concatenation then run as one XLA program instead of op by op. Inside a trace that stages a
+program (an outer `jit`) it is inlined (`INLINE`), so the outer program is unchanged; eagerly
+it is not (`_inline`), so that the derivative jax takes of it stays one jitted function whose
+program jax caches. `jax.jit` caches its trace and its executable on the staged function, so
+the staged function is cached here, on `f` (weakly: the entry dies with `f`) and on a key of
+every static setting. A closure made anew on every call is cached by the structure of its
+traced jaxpr instead (`_by_structure`, `_structure`).
 
 The cache key, built by the callers in `__init__`: a tuple of
 `(api, static arguments of the call..., Layout, *sorted(resolved settings.items()))`. The
