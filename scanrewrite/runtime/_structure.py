@@ -8,12 +8,14 @@ equations computes the same thing for the same arguments, so that `_staging` can
 compiled program for both.
 
 Exact before useful: everything that decides what a step computes is in the key, compared by
-value where it is a plain value (numbers, strings, dtypes, shapes, enums, jax's own immutable
-settings, nested jaxprs) and by identity where it is anything else (a Python function in a
-`custom_jvp`/`custom_vjp` rule, a callback, a checkpoint policy, any object jax hands through
-as it is). An object that a trace makes anew (a callback's wrapper, a custom rule's thunk)
-therefore never matches, and such a step is compiled per call, as before. Constants inside
-nested jaxprs are compared by value where they are small, else the step has no key.
+value where it is a plain value (numbers by their bits, strings, dtypes, shapes, enums, nested
+jaxprs, and jax's own hashable objects that are not functions, by jax's equality: a mesh, an
+effect, a custom rule's wrapped function, which jax's caches compare by the rule's identity)
+and by identity where it is anything else (a Python function: a callback, a checkpoint policy,
+any object jax hands through as it is). A rule or callback defined inside the closure is a new
+function on every call, so such a step never matches another and is compiled per call, as
+before. Constants inside nested jaxprs are compared by value where they are small, else the
+step has no key.
 """
 
 from __future__ import annotations
