@@ -18,7 +18,7 @@ from scanrewrite.runtime import _staging, _structure, scan
 from tests.test_runtime import pinned_layout
 from tests.treecheck import assert_trees_close
 
-TOL = dict(rtol=2e-5, atol=2e-5)
+TOL = {"rtol": 2e-5, "atol": 2e-5}
 XS = jnp.linspace(0.0, 1.0, 7)
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -94,6 +94,22 @@ def test_steps_made_anew_share_one_program_and_compute_their_own_values(around, 
         compiles[name] = len(COMPILES)
     # `jax.lax.scan` compiles every new step again; the runtime compiled its program once.
     assert compiles["runtime"] == 0 and compiles["lax"] >= 2
+
+
+def test_whether_the_closed_over_arrays_are_differentiated_is_part_of_the_key(rolled):
+    """The fit counts the products with a closed-over array that is differentiated, so the same
+    step gets one program with its array differentiated and another without."""
+    if not grad_is_eager():
+        pytest.skip("this jax linearizes by partial evaluation: nothing is cached by structure")
+
+    def loss(w, c, scan_impl):
+        return scan_impl(made_anew(w), c)[0].sum()
+
+    w, c = jnp.full(3, 0.5), jnp.ones(3)
+    for argnums in (0, 1, 0, 1):
+        expected = jax.grad(loss, argnums)(w, c, lax_scan)
+        assert assert_trees_close(jax.grad(loss, argnums)(w, c, runtime_scan), expected, **TOL) == 1
+    assert len(_staging._structures) == 2
 
 
 def literal(bias):

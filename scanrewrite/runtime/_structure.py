@@ -149,10 +149,9 @@ def _jax_value(v: Any) -> bool:
 
 
 def _nested_const(c: Any) -> Hashable:
-    try:
-        array = np.asarray(c)
-    except Exception:  # a tracer: its value is not known here
-        raise Unkeyable(c) from None
+    if isinstance(c, jax.core.Tracer):  # its value is not known here
+        raise Unkeyable(c)
+    array = np.asarray(c)
     if array.dtype == object or array.size > MAX_NESTED_CONST:
         raise Unkeyable(c)
     return ("const", array.dtype.str, array.shape, array.tobytes())
