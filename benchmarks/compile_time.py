@@ -10,7 +10,13 @@ four ways of paying for compilation, each a ratio of the runtime's seconds to `l
 - eager forward / eager gradient: the first call of the scan (or of `jax.value_and_grad` of the
   loss) without `jit`, for a fresh step function: trace, compile and one run.
 
-Every program is new to jax's caches (a fresh step closure each time); a warm-up round is not
+Every program is new to jax's caches (a fresh step closure each time) and, unless `--rebuilt`,
+to the runtime's: its cache of programs by the structure of the step (`_staging._by_structure`,
+which serves a closure made anew with the program compiled for the one before) is cleared
+before each cell, so each cell is a first sight. With `--rebuilt` it is not: from the second
+round on, an eager cell of the runtime finds the program its closure's structure compiled in
+the round before, as a test suite does that calls the same loss again (a `jit` cell compiles
+the whole program anyway; `jax.lax.scan` compiles every new closure). A warm-up round is not
 counted. Cells are medians over `--repeats` rounds, and each round measures `lax.scan` and every
 k for one N one after another, so load from other processes falls on all of them alike. Two
 clocks: the process's CPU time (robust on a shared machine) and wall time (what a user waits;
@@ -27,6 +33,7 @@ ratios to `lax.scan`.
     python benchmarks/compile_time.py --layout straight --unrolled-base   # also against lax.scan(unroll=k)
     python benchmarks/compile_time.py --workload ekf   # the EKF step of eager_overhead.py, N 50
     python benchmarks/compile_time.py --workload ekf --kinds eager-grad --where   # where the time goes
+    python benchmarks/compile_time.py --workload ekf --kinds eager-grad --rebuilt # a closure rebuilt
 
 `--workload ekf` measures the extended Kalman filter step of `benchmarks/eager_overhead.py` (an
 8-dim state, a `jax.jacfwd`, a `jnp.linalg.solve`; its carry outweighs its residuals less than
@@ -58,6 +65,7 @@ import ut_scan
 from _common import LAYOUTS, Progress, interleaved_times, pin_layout
 
 import scanrewrite.runtime
+from scanrewrite.runtime import _staging
 
 KINDS = ("jit-forward", "jit-grad", "eager-forward", "eager-grad")
 BASE = "lax.scan"
@@ -123,7 +131,11 @@ def time_internals() -> bool:
     return True
 
 
-def measure(kind: str, impl: str | int, n: int, args: tuple, workload: str = "origin") -> tuple[object, float, float]:
+def measure(
+    kind: str, impl: str | int, n: int, args: tuple, workload: str = "origin", rebuilt: bool = False
+) -> tuple[object, float, float]:
+    if not rebuilt:  # a first sight: new to the runtime's cache of programs by structure too
+        _staging._structures.clear()
     fn = program(kind, impl, n, workload)
     if kind.startswith("jit"):
         return timed(lambda: jax.jit(fn).lower(*args).compile())
@@ -144,6 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--unrolled-base", action="store_true", help="also as ratios to lax.scan(unroll=k)")
     parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--where", action="store_true", help="also CPU time in XLA compilation and lowering")
+    parser.add_argument("--rebuilt", action="store_true", help="keep the runtime's programs by structure between rounds")
     args = parser.parse_args(argv)
     if args.ns is None:
         args.ns = [50] if args.workload == "ekf" else [1, 7, 8, 12, 13, 50, 64]
@@ -167,7 +180,8 @@ def main(argv=None) -> int:
         f"{what}; {args.repeats} rounds; jax {jax.__version__} on "
         f"{jax.devices()[0].platform}; layout: chunk {'rolled' if layout.rolled_chunk else 'straight'}, "
         f"leftover steps {'rolled' if layout.rolled_rest else 'straight'}, "
-        f"chunk size {'fitted to the step' if layout.fit_chunk else 'k'}\n"
+        f"chunk size {'fitted to the step' if layout.fit_chunk else 'k'}; "
+        f"{'closures rebuilt (programs by structure kept)' if args.rebuilt else 'first sight (cache cleared)'}\n"
     )
     if args.where and not time_internals():
         print("--where: this jax has other internal names; nothing split\n")
@@ -180,7 +194,7 @@ def main(argv=None) -> int:
         for cell in cells:
             for calls in SPENT.values():
                 calls.clear()
-            out, cpu, wall = measure(*cell, inputs, args.workload)
+            out, cpu, wall = measure(*cell, inputs, args.workload, args.rebuilt)
             if repeat:
                 seconds[cell].append((cpu, wall))
                 spent[cell].append((sum(SPENT["xla"]), sum(SPENT["lowering"]), SPENT["xla"][:]))

@@ -4,7 +4,9 @@ The workload is the one issue 8 measured: an extended Kalman filter step (8-dim 
 `jax.jacfwd` of the dynamics, a `jnp.linalg.solve`) scanned over 50 steps. Each row is a way of
 calling it; each column the median time of one call (interleaved runs, warm caches except where
 the row says otherwise) of `scanrewrite.runtime.scan(unroll=k)` as a ratio to `jax.lax.scan`'s.
-Compile time has its own benchmark, `benchmarks/compile_time.py`.
+Compile time has its own benchmark, `benchmarks/compile_time.py`. A closure rebuilt is a step
+made anew on every call that the runtime has seen the structure of (its program is cached by
+that structure); a first sight is one new to jax's caches and to the runtime's.
 
     python benchmarks/eager_overhead.py              # about 10 minutes on 2 cores
     python benchmarks/eager_overhead.py --repeats 5  # quicker, noisier
@@ -21,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 import scanrewrite.runtime
+from scanrewrite.runtime import _staging
 
 from _common import Progress
 
@@ -50,6 +53,28 @@ def make_step(seed: int = 0) -> Callable:
     return step
 
 
+def first_sight(call: Callable[[], object]) -> Callable[[], object]:
+    """`call` with the runtime's programs by structure forgotten (`_staging._by_structure`): a
+    program new to jax's caches and to the runtime's. They are put back after it, for the rows
+    of closures rebuilt, which are interleaved with this one."""
+
+    def run():
+        kept = dict(_staging._structures)
+        _staging._structures.clear()
+        try:
+            return call()
+        finally:
+            _staging._structures.clear()
+            _staging._structures.update(kept)
+
+    return run
+
+
+def rebuilt_loss(scan: Callable, ys: jax.Array) -> Callable:
+    """A loss that builds its step anew on every call, as a test's loss function does."""
+    return lambda m: scan(make_step(), (m, jnp.eye(D)), ys)[1].sum()
+
+
 def call_rows(args) -> tuple[dict, dict]:
     """name -> impl -> list of seconds per call."""
     same = make_step()
@@ -61,9 +86,12 @@ def call_rows(args) -> tuple[dict, dict]:
         impls[f"k={k}"] = lambda f, *a, k=k: scanrewrite.runtime.scan(f, *a, unroll=k)
     rows: dict[str, Callable[[Callable], Callable[[], object]]] = {
         "eager, same f": lambda scan: lambda: scan(same, (m0, P0), ys),
-        "eager, fresh closure": lambda scan: lambda: scan(make_step(), (m0, P0), ys),
+        "eager, closure rebuilt": lambda scan: lambda: scan(make_step(), (m0, P0), ys),
+        "eager, fresh closure (first sight)": lambda scan: first_sight(lambda: scan(make_step(), (m0, P0), ys)),
         "vmap without jit": lambda scan: lambda: jax.vmap(lambda m: scan(same, (m, P0), ys)[1])(m0s),
         "grad without jit": lambda scan: lambda: jax.grad(lambda m: scan(same, (m, P0), ys)[1].sum())(m0),
+        "grad without jit, closure rebuilt": lambda scan: lambda: jax.grad(rebuilt_loss(scan, ys))(m0),
+        "grad without jit, first sight": lambda scan: first_sight(lambda: jax.grad(rebuilt_loss(scan, ys))(m0)),
     }
     jitted = {name: jax.jit(lambda m, scan=scan: scan(same, (m, P0), ys)[1]) for name, scan in impls.items()}
     rows["inside jit"] = lambda scan: None  # filled below, per impl
@@ -74,12 +102,13 @@ def call_rows(args) -> tuple[dict, dict]:
             calls[row, name] = fn
     times = {key: [] for key in calls}
     progress = Progress(len(calls) * (args.repeats + 1))
-    for key, fn in calls.items():  # warm-up: compile once (a fresh closure compiles every call)
+    for key, fn in calls.items():  # warm-up: compile once (what is new at every call compiles again)
         jax.block_until_ready(fn())
         progress.step(f"warm {key[0]} {key[1]}")
     for _ in range(args.repeats):  # interleaved, so load from other processes falls on all alike
         for key, fn in calls.items():
-            repeats = 1 if key[0] == "eager, fresh closure" else 5
+            # jax.lax.scan compiles every closure made anew; so does the runtime at first sight.
+            repeats = 1 if "closure" in key[0] or "sight" in key[0] else 5
             start = time.perf_counter()
             for _ in range(repeats):
                 jax.block_until_ready(fn())

@@ -217,9 +217,10 @@ def jaxpr_of(n, **kw):
 
 
 def scan_lengths(jaxpr):
-    """The lengths of the nested scans, outermost first, following the first scan at each depth."""
+    """The lengths of the nested scans, outermost first, following the first scan at each depth
+    (and into a staged call that is not inlined, as eagerly)."""
     lengths = []
-    while scans := [eqn for eqn in jaxpr.eqns if eqn.primitive.name in ("scan", "remat2")]:
+    while scans := [eqn for eqn in jaxpr.eqns if eqn.primitive.name in ("scan", "remat2", "jit", "pjit")]:
         eqn = scans[0]
         if eqn.primitive.name == "scan":
             lengths.append(eqn.params["length"])

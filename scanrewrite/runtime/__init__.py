@@ -57,17 +57,6 @@ def _settings_key(settings: dict[str, Any]) -> tuple:
     return tuple(sorted(settings.items()))
 
 
-def _undifferentiated(tree: Any) -> bool:
-    """Whether no transformation can differentiate through the leaves of `tree`: arrays, or
-    `jax.vmap`'s tracers of arrays (tracers of `jit`, `grad` and the rest may be)."""
-    for leaf in jax.tree_util.tree_leaves(tree):
-        while isinstance(leaf, jax.core.Tracer) and hasattr(leaf, "batch_dim"):  # vmap's tracer
-            leaf = leaf.val
-        if isinstance(leaf, jax.core.Tracer):
-            return False
-    return True
-
-
 def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     """`scan` with its settings resolved for the call site."""
     unroll, checkpoint = settings["unroll"], settings["checkpoint"]
@@ -83,7 +72,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     layout = _chunks.layout()
     # Called on arrays (or vmap's tracers of them), not on those of a transformation that
     # differentiates: see `run`.
-    constant_inputs = _undifferentiated((init, xs))
+    constant_inputs = _trace.undifferentiated((init, xs))
 
     def build(get_f):
         def run(init, xs):
@@ -106,7 +95,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # call names none: checkpointing each step inside a checkpointed chunk again would
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
-            if layout.rolled_chunk and constant_inputs and _undifferentiated(getattr(body.jaxpr, "consts", ())):
+            if layout.rolled_chunk and constant_inputs and body.constant_consts:
                 # Nothing around this scan can differentiate it, so there is no backward pass to
                 # keep memory for: rolled, that is `lax.scan`, which compiles fastest.
                 return jax.lax.scan(body.step, body.init, xs, length, reverse, 1, _split_transpose)
@@ -134,7 +123,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
         return run
 
     key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, *_settings_key(settings))
-    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk)(init, xs)
+    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True)(init, xs)
 
 
 def scan(
@@ -263,4 +252,6 @@ def eqxi_scan(
         return run
 
     key = ("eqxi_scan", length, kind, checkpoints, buffers, layout, *_settings_key(settings))
-    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk)(init, xs)
+    # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: not by structure.
+    by_structure = buffers is None
+    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=by_structure)(init, xs)

@@ -9,8 +9,29 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.extend.core
 
-__all__ = ["INLINE", "enable_x64", "lax_unroll", "leading_slice", "make_user_context", "typeof"]
+# `Literal` and `DropVar`: `jax.core` lost them and `jax.extend.core` lacks `DropVar` on older
+# releases; `jax._src.core` has both on every one.
+from jax._src import core as jax_core
+
+__all__ = [
+    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "enable_x64", "jax_core", "lax_unroll", "leading_slice",
+    "make_user_context", "typeof",
+]  # fmt: skip
+
+#: A jaxpr with the values of its constants, as `jax.make_jaxpr` returns it: `ClosedJaxpr(jaxpr,
+#: consts)`. On newer jax (0.12) every `Jaxpr` holds its constants and this is `Jaxpr` itself.
+ClosedJaxpr = jax.extend.core.ClosedJaxpr
+Jaxpr = jax.extend.core.Jaxpr
+
+
+def bare_jaxpr(closed: Any) -> Any:
+    """The jaxpr of `closed` holding none of its constants' values (so that keeping it keeps no
+    array alive): `ClosedJaxpr(bare_jaxpr(closed), consts)` is `closed` with `consts`.
+
+    Older jax's `closed.jaxpr` holds none; newer jax's is `closed` itself, constants and all."""
+    return ClosedJaxpr(closed.jaxpr, [None] * len(closed.consts)).jaxpr
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval

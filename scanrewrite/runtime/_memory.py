@@ -28,7 +28,7 @@ a tangent), counted once, if it varies from step to step (it depends on the carr
 other than through a slice that the loop already holds) and its tangent reaches the step's
 outputs (`stop_gradient` cuts it off). The carry and the slices are taken to have a tangent (so
 a product with a slice of data that has none counts a factor that jax does not keep); a
-closed-over value has one where it is seen to be differentiated (`_differentiated`), as the
+closed-over value has one where it is seen to be differentiated (`_trace.differentiated`), as the
 parameters of `jax.grad(loss)(params, h)` are: then `params @ h` keeps every step's h. A value
 computed from closed-over values only is kept once by a loop, and an equation the tables do not
 know (a `custom_jvp`, a nested loop) counts as nothing. The tests check the bound against what
@@ -160,17 +160,6 @@ def _residuals(
     return kept
 
 
-def _differentiated(value: Any) -> bool:
-    """Whether `value`, closed over by the step, is differentiated by a transformation around
-    the scan (it is, or wraps, a tracer of `jax.grad`, `jax.vjp` or `jax.jvp` with a tangent).
-    False where that cannot be seen: inside a `jax.jit` that is differentiated from outside."""
-    while isinstance(value, jax.core.Tracer):
-        if hasattr(value, "tangent"):  # jvp's and linearize's tracers
-            return not isinstance(value.tangent, jax.interpreters.ad.Zero)
-        value = getattr(value, "val", None)  # vmap's tracer, around one of those
-    return False
-
-
 def step_bytes(body: _trace.Body) -> StepBytes | None:
     """The carry bytes and a lower bound of the bytes of one step's varying residuals, or None
     where the step was not traced into a jaxpr."""
@@ -180,7 +169,7 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
     carry = jaxpr.invars[: len(jax.tree_util.tree_leaves(body.init))]
     # Every carry and slice is taken to have a tangent; a closed-over value, where it is seen to.
     tangent = {v for v in jaxpr.invars if _inexact(v)}
-    tangent.update(v for v, c in zip(jaxpr.constvars, body.jaxpr.consts) if _differentiated(c))
+    tangent.update(v for v, seen in zip(jaxpr.constvars, body.differentiated) if seen)
     # A per-step checkpoint taken over (`Body.checkpoint`) is replayed without it: count inside.
     inline = body.checkpoint is not None
     residuals = _residuals(jaxpr, set(jaxpr.invars), tangent, inline_checkpoints=inline)

@@ -1,11 +1,14 @@
 """One compiled unit per runtime call, cached weakly on `f`, as `jax.lax.scan` caches its body.
 
-A runtime call is staged as one `jax.jit(..., inline=INLINE)` function: outside any trace (and
-under `jax.vmap`/`jax.grad` without `jit`) the chunk loop, the leftover steps, the stacking
-and the concatenation then run as one XLA program instead of op by op; inside an outer `jit`
-the staged jaxpr is inlined, so the outer program is unchanged. `jax.jit` caches its trace
-and its executable on the staged function, so the staged function is cached here, on `f`
-(weakly: the entry dies with `f`) and on a key of every static setting.
+A runtime call is staged as one `jax.jit` function: outside any trace (and under
+`jax.vmap`/`jax.grad` without `jit`) the chunk loop, the leftover steps, the stacking and the
+concatenation then run as one XLA program instead of op by op. Inside a trace that stages a
+program (an outer `jit`) it is inlined (`INLINE`), so the outer program is unchanged; eagerly
+it is not (`_inline`), so that the derivative jax takes of it stays one jitted function whose
+program jax caches. `jax.jit` caches its trace and its executable on the staged function, so
+the staged function is cached here, on `f` (weakly: the entry dies with `f`) and on a key of
+every static setting. A closure made anew on every call is cached by the structure of its
+traced jaxpr instead (`_by_structure`, `_structure`).
 
 The cache key, built by the callers in `__init__`: a tuple of
 `(api, static arguments of the call..., Layout, *sorted(resolved settings.items()))`. The
@@ -25,7 +28,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from scanrewrite.runtime._compat import INLINE
+from scanrewrite.runtime import _structure, _trace
+from scanrewrite.runtime._compat import INLINE, bare_jaxpr
 
 # Staged functions kept per `f` (per static key, least recently used first). A bound: keys
 # that hold a fresh object per call (an inline `buffers=lambda c: ...`) must not pile up.
@@ -33,6 +37,9 @@ MAX_PER_F = 16
 
 _Build = Callable[[Callable[[], Callable]], Callable]
 _cache: weakref.WeakKeyDictionary[Any, collections.OrderedDict[Hashable, Callable]] = weakref.WeakKeyDictionary()
+# Staged functions kept by structure (`_by_structure`), least recently used first.
+MAX_STRUCTURES = 64
+_structures: collections.OrderedDict[Hashable, Callable] = collections.OrderedDict()
 #: The function (weakly) last staged for each code object, to tell a closure made anew.
 _staged_code: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 
@@ -86,7 +93,9 @@ def _made_anew(f: Callable, owner: Any) -> bool:
     return seen is not None and seen() is not owner
 
 
-def staged(f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = False) -> Callable:
+def staged(
+    f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = False, by_structure: bool = False
+) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
 
     `build` receives a function that returns `f` and must not hold `f` itself, so that the
@@ -101,10 +110,15 @@ def staged(f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = F
     a jitted unit of its own would be traced and compiled for this one call, and outside
     `jit` (under `vmap` or `grad` too) that compiles more than the loops alone do (XLA gets
     the transformation's transposes and a differentiated `jit` besides; docs/benchmarks.md,
-    "Real test suites"). Inside `jit` both are the same program.
+    "Real test suites"). Inside `jit` both are the same program. With `by_structure` too, such
+    an `f` is traced first and its call staged by the structure of its jaxpr instead
+    (`_by_structure`): a closure made anew then reuses the program compiled for the one before.
+    `build` must then take any step that computes what `f` does (a `_trace.Replay`).
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
     if unstaged_once and (handle is None or _made_anew(f, handle[0])):
+        if by_structure:
+            return lambda init, xs: _by_structure(f, key, build, init, xs)
         return build(lambda: f)
     if handle is not None:
         owner, extra, get_f = handle
@@ -118,14 +132,89 @@ def staged(f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = F
         return jax.jit(build(lambda: f), inline=INLINE)
     if entries is None:
         entries = _cache[owner] = collections.OrderedDict()
-    fn = entries.get(full_key)
+
+    def call(*args):
+        inline = _inline(args)
+        fn = entries.get((*full_key, inline))
+        if fn is None:
+            fn = entries[(*full_key, inline)] = jax.jit(build(get_f), inline=inline)
+            if len(entries) > MAX_PER_F:
+                entries.popitem(last=False)
+        else:
+            entries.move_to_end((*full_key, inline))
+        return fn(*args)
+
+    return call
+
+
+def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any) -> Any:
+    """`build`'s program for `f`, called on `(init, xs)`, staged and cached by the structure
+    of `f`'s traced jaxpr (`_structure.key`) with its constants as arguments, and `key`.
+
+    jax compiles an eager `jax.lax.scan` again for every new closure, since it caches the
+    executable on the jaxpr object; the same structure here finds the same jitted function,
+    whose trace, derivatives (jax caches `jvp`, linearization and transposition of a jitted
+    function on its jaxpr) and executables jax has cached. `f` is traced once here and never
+    again; where its jaxpr has no key, the program runs unstaged, as before.
+    """
+    if jax.config.jax_disable_jit:
+        return build(lambda: f)(init, xs)
+    traced = _trace.trace(f, init, xs)
+    if traced is None:  # `build` traces `f` again and raises jax's own error
+        return build(lambda: f)(init, xs)
+    closed, out_tree, init = traced
+    # What the runtime reads off the constants themselves (`_trace.Body`), which the staged
+    # function's arguments no longer show: part of the key, as it decides the program.
+    seen = (_trace.undifferentiated(closed.consts), tuple(map(_trace.differentiated, closed.consts)))
+    unstaged = lambda: build(lambda: _trace.Replay(closed.jaxpr, closed.consts, out_tree, *seen))(init, xs)
+    if not _eager((closed.consts, init, xs)):
+        # Inside a trace that stages a program (`jax.jit`) nothing compiles here to be saved:
+        # the program is the one traced in place.
+        return unstaged()
+    structure = _structure.key(closed)
+    if structure is None:
+        return unstaged()
+    full_key = (structure, out_tree, seen, key)
+    try:
+        fn = _structures.get(full_key)
+    except TypeError:  # an unhashable setting
+        return unstaged()
     if fn is None:
-        fn = entries[full_key] = jax.jit(build(get_f), inline=INLINE)
-        if len(entries) > MAX_PER_F:
-            entries.popitem(last=False)
+        jaxpr = bare_jaxpr(closed)  # no array is kept here
+
+        def run(consts, init, xs):
+            return build(lambda: _trace.Replay(jaxpr, consts, out_tree, *seen))(init, xs)
+
+        fn = _structures[full_key] = jax.jit(run, inline=False)
+        if len(_structures) > MAX_STRUCTURES:
+            _structures.popitem(last=False)
     else:
-        entries.move_to_end(full_key)
-    return fn
+        _structures.move_to_end(full_key)
+    return fn(list(closed.consts), init, xs)
+
+
+def _eager(tree: Any) -> bool:
+    """Whether the leaves of `tree` are arrays, or tracers of transformations applied eagerly
+    (`jax.grad`, `jax.jvp`, `jax.vmap` and their nestings, down to arrays), not of a trace
+    that stages a program (`jax.jit`, `jax.make_jaxpr`, or older jax's partial evaluation)."""
+    for leaf in jax.tree_util.tree_leaves(tree):
+        while isinstance(leaf, jax.core.Tracer):
+            if hasattr(leaf, "primal"):  # jvp's and linearize's tracers
+                leaf = leaf.primal
+            elif hasattr(leaf, "batch_dim"):  # vmap's
+                leaf = leaf.val
+            else:
+                return False
+    return True
+
+
+def _inline(inputs: Any) -> Any:
+    """How to stage a call on `inputs`: inlined into a trace that stages a program (which is
+    then unchanged), else (eagerly, also under `jax.grad` and `jax.vmap`) a call of its own,
+    whose derivative stays one jitted function that jax caches with its executable. Inlined
+    there, the derivative's equations would be transposed one by one on every call, and a
+    loop among them compiled anew each time."""
+    return False if _eager(inputs) else INLINE
 
 
 def cache_size() -> int:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._compat import leading_slice, typeof
+from scanrewrite.runtime._compat import ClosedJaxpr, leading_slice, typeof
 
 tree_util = jax.tree_util
 
@@ -40,10 +40,77 @@ class Body(NamedTuple):
     #: The closed jaxpr of `f` (carry leaves, then x leaves, in; carry, then y leaves, out), or
     #: None where the step is `f` itself.
     jaxpr: Any = None
+    #: Whether the constants the step closes over are arrays (or `vmap`'s tracers of them),
+    #: which nothing around the call can differentiate (`undifferentiated`); True where there
+    #: is no jaxpr.
+    constant_consts: bool = True
+    #: For each constant of `jaxpr`, whether a transformation around the call differentiates
+    #: it (`differentiated`).
+    differentiated: tuple[bool, ...] = ()
 
 
 #: The checkpoint primitive's names across the supported jax versions.
 CHECKPOINT_PRIMITIVES = frozenset({"checkpoint", "remat", "remat2"})
+
+
+class Traced(NamedTuple):
+    """`f` traced once: its closed jaxpr, its output structure, and the carry with weakly
+    typed leaves promoted to the dtype `f` returns (the carry the jaxpr was traced for)."""
+
+    closed: Any
+    out_tree: Any
+    init: Any
+
+
+class Replay:
+    """A step already traced (`jaxpr` and `out_tree` of a `Traced`), as a function again, with
+    the constants it closes over given here, so that one jaxpr can serve steps that close over
+    other arrays of the same types (`_staging`). `body` takes its jaxpr as it is, traced for
+    the carry the caller promoted, instead of tracing it again. `constant` and
+    `differentiated`: `Body.constant_consts` and `Body.differentiated` of the original
+    constants, which the constants given here, an enclosing `jit`'s arguments, no longer tell."""
+
+    def __init__(self, jaxpr: Any, consts: Any, out_tree: Any, constant: bool, differentiated: tuple[bool, ...]):
+        self.closed = ClosedJaxpr(jaxpr, list(consts))
+        self.out_tree, self.constant, self.differentiated = out_tree, constant, differentiated
+
+    def __call__(self, carry: Any, x: Any) -> tuple[Any, Any]:
+        return _replay(self.closed, self.out_tree)(carry, x)
+
+
+def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
+    """`f` traced for the carry `init` and one slice of `xs`, as `jax.lax.scan` traces it:
+    once, and once more where a weakly typed leaf of `init` changes dtype (the carry is then
+    promoted). None where `f` does not return a `(carry, y)` pair of `init`'s structure."""
+    init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
+    traced = _trace(f, init, xs)
+    if traced is not None:
+        promoted = _promote(init, traced[0], same_dtype=False)
+        if promoted is not init:
+            init, traced = promoted, _trace(f, promoted, xs)
+    return None if traced is None else Traced(*traced, init)
+
+
+def undifferentiated(tree: Any) -> bool:
+    """Whether no transformation can differentiate through the leaves of `tree`: arrays, or
+    `jax.vmap`'s tracers of arrays (tracers of `jit`, `grad` and the rest may be)."""
+    for leaf in tree_util.tree_leaves(tree):
+        while isinstance(leaf, jax.core.Tracer) and hasattr(leaf, "batch_dim"):  # vmap's tracer
+            leaf = leaf.val
+        if isinstance(leaf, jax.core.Tracer):
+            return False
+    return True
+
+
+def differentiated(value: Any) -> bool:
+    """Whether `value`, closed over by the step, is differentiated by a transformation around
+    the scan (it is, or wraps, a tracer of `jax.grad`, `jax.vjp` or `jax.jvp` with a tangent).
+    False where that cannot be seen: inside a `jax.jit` that is differentiated from outside."""
+    while isinstance(value, jax.core.Tracer):
+        if hasattr(value, "tangent"):  # jvp's and linearize's tracers
+            return not isinstance(value.tangent, jax.interpreters.ad.Zero)
+        value = getattr(value, "val", None)  # vmap's tracer, around one of those
+    return False
 
 
 def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
@@ -59,18 +126,19 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
     it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
     concrete values step by step, as `jax.lax.scan` then calls it. With `absorb`, a per-step
     checkpoint around all of `f` is taken off the replayed step and returned as
-    `Body.checkpoint`.
+    `Body.checkpoint`. A `Replay` is not traced again.
     """
     if jax.config.jax_disable_jit:
         return Body(f, init)
-    init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
-    traced = _trace(f, init, xs)
+    if isinstance(f, Replay):
+        traced = Traced(f.closed, f.out_tree, tree_util.tree_map(jnp.asarray, init))
+        constant, seen = f.constant, f.differentiated
+    else:
+        traced = trace(f, init, xs)
+        consts = () if traced is None else traced.closed.consts
+        constant, seen = undifferentiated(consts), tuple(map(differentiated, consts))
     if traced is not None:
-        promoted = _promote(init, traced[0], same_dtype=False)
-        if promoted is not init:
-            init, traced = promoted, _trace(f, promoted, xs)
-    if traced is not None:
-        closed, out_tree = traced
+        closed, out_tree, init = traced
         init = _promote(init, closed, same_dtype=True)
         carry_in = [typeof(leaf) for leaf in tree_util.tree_leaves(init)]
         if all(map(_typematch, carry_in, closed.out_avals[: len(carry_in)])):
@@ -79,8 +147,8 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
             inner = _per_step_checkpoint(closed) if absorb else None
             if inner is not None:
                 policy = inner.params["policy"] or True
-                return Body(_replay_inner(closed, inner, out_tree), init, policy, closed)
-            return Body(_replay(closed, out_tree), init, None, closed)
+                return Body(_replay_inner(closed, inner, out_tree), init, policy, closed, constant, seen)
+            return Body(_replay(closed, out_tree), init, None, closed, constant, seen)
     jax.lax.scan(f, init, xs)  # raises jax's own error for what `f` returned
     raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")
 
