@@ -31,6 +31,7 @@ import libcst as cst
 from libcst.metadata import GlobalScope, MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._parsing import python_tree
+from scanrewrite.codemod._splice import statement_groups, statement_start
 from scanrewrite.targets import TARGETS
 from scanrewrite.wrappers import PARTIAL, WRAPPERS
 
@@ -112,10 +113,10 @@ class Scopes(Mapping[cst.CSTNode, "Scope | None"]):
         return isinstance(getattr(assignment, "scope", None), GlobalScope) and name.partition(".")[0] in self.read_elsewhere
 
 
-def module_scopes(module: cst.Module, code: str) -> Scopes:
-    """The scopes of `module` (whose code is `code`), analysed over what can matter (see the
-    module's docstring)."""
-    tree = python_tree(code)
+def module_scopes(module: cst.Module, code: str, tree: ast.Module | None = None) -> Scopes:
+    """The scopes of `module` (whose code is `code`, and `tree` as Python's parser reads it,
+    where the caller has it), analysed over what can matter (see the module's docstring)."""
+    tree = python_tree(code) if tree is None else tree
     kept = None if tree is None else _kept_statements(module, code, tree)
     if kept is None:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -132,7 +133,7 @@ def _kept_statements(
     """The top-level statements of `module` (whose code is `code`, as Python's parser reads
     it `tree`) to analyse, the names the others read, and the line each analysed statement
     starts on; None where the whole module must be analysed."""
-    groups = _groups(module, tree)
+    groups = statement_groups(module, tree)
     if groups is None:
         return None
     # Line breaks as Python's tokenizer has them (`str.splitlines` also breaks at a form feed).
@@ -178,28 +179,8 @@ def _kept_statements(
                 keep[index] = changed = True
     read_elsewhere = {name for index, names in reads.items() if not keep[index] for name in names or ()}
     statements = [statement for (statement, _), kept in zip(groups, keep) if kept]
-    starts = {statement: _start(statement, group) for (statement, group), kept in zip(groups, keep) if kept}
+    starts = {statement: statement_start(statement, group) for (statement, group), kept in zip(groups, keep) if kept}
     return statements, frozenset(read_elsewhere), starts
-
-
-def _start(statement: cst.CSTNode, group: list[ast.stmt]) -> int:
-    """The line the code of `statement` (whose statements Python's parser reads as `group`)
-    starts on: its first token's, less its leading lines (and its first decorator's)."""
-    decorators = getattr(statement, "decorators", ())
-    first = min([node.lineno for node in group] + [node.lineno for node in getattr(group[0], "decorator_list", ())])
-    above = len(getattr(statement, "leading_lines", ())) + (len(decorators[0].leading_lines) if decorators else 0)
-    return first - above
-
-
-def _groups(module: cst.Module, tree: ast.Module) -> list[tuple[cst.CSTNode, list[ast.stmt]]] | None:
-    """Each top-level statement of `module` with the statements Python's parser reads there."""
-    groups = []
-    index = 0
-    for statement in module.body:
-        count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        groups.append((statement, tree.body[index : index + count]))
-        index += count
-    return groups if index == len(tree.body) and all(group for _, group in groups) else None
 
 
 def _words(group: list[ast.stmt], lines: list[str]) -> set[str]:
