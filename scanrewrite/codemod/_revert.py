@@ -41,7 +41,7 @@ from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator,
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed
+from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
 from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
@@ -53,6 +53,7 @@ __all__ = ["revert", "write_picks"]
 _DEFAULTS = {"checkpoint": "True", "levels": "1"}
 
 
+@no_collection
 def revert(
     source: bytes,
     *,
@@ -136,6 +137,7 @@ def revert(
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
 
 
+@no_collection
 def write_picks(
     source: bytes,
     picks: Mapping[int, Settings | None],

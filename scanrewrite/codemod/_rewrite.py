@@ -23,7 +23,7 @@ from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, r
 from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed, node_lines
+from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
@@ -75,6 +75,7 @@ class RewriteResult:
         return bool(self.rewritten)
 
 
+@no_collection
 def rewrite(
     source: bytes,
     *,

@@ -141,7 +141,10 @@ def _kept_statements(
     relevant = set(_PARTS)  # names that matter: bound to a known API, or parts of one
     direct = set(_TAILS)  # names whose mention means a known API may be named
     imported: set[str] = set()  # names a relevant import binds
-    for node in ast.walk(tree):
+    words = [_words(group, lines) for _, group in groups]
+    # Only a statement that says `import` holds one: the others need no walk.
+    holding = (statement for (_, group), word in zip(groups, words) if "import" in word for statement in group)
+    for node in (node for statement in holding for node in ast.walk(statement)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if alias.name == "*":
@@ -156,7 +159,6 @@ def _kept_statements(
                         meaning in (target.qualified_name, target.replacement) for target in TARGETS
                     ):
                         direct.add(bound)
-    words = [_words(group, lines) for _, group in groups]
     keep = [bool(word & direct) or "global" in word for word in words]
     bindings: list[set[str] | None] = [None] * len(groups)
     reads: dict[int, set[str] | None] = {}

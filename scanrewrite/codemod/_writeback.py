@@ -44,7 +44,7 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, r
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod._imports import apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
+from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options
 from scanrewrite.codemod._scopes import module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
@@ -97,6 +97,7 @@ def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
     return set_settings(source, {line: Settings(unroll) for line, unroll in picks.items()})
 
 
+@no_collection
 def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int = 88) -> UnrollResult:
     """Write each pick into the runtime calls starting on its line (see the module's
     docstring); `line_length` is the formatters'.
@@ -151,6 +152,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
 
 
+@no_collection
 def read_unroll(source: bytes) -> dict[int, int | None]:
     """The ``unroll`` each runtime call passes, by the line it starts on.
 
