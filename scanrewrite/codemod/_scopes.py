@@ -209,6 +209,9 @@ def _binding(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, 
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_DEFINITIONS = frozenset([ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef])
+#: The nodes other than a `Name` that `_bound_here` finds names bound by.
+_BINDERS = frozenset([ast.alias, ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.arg, ast.Global, ast.Nonlocal])
 
 
 def _module_bindings(node: ast.AST) -> Iterator[str]:
@@ -248,14 +251,18 @@ def _plain_reads(group: list[ast.stmt], names: set[str]) -> set[str] | None:
     read: set[str] = set()
     for statement in group:
         for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            kind = type(node)  # (by type: this walks most of a module's statements)
+            if kind is ast.Name:
                 if node.id in names:
+                    if not isinstance(node.ctx, ast.Load):
+                        return None
                     read.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-                return None
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if not names.isdisjoint(_WORD.findall(node.value)):
+            elif kind is ast.Constant:
+                if isinstance(node.value, str) and not names.isdisjoint(_WORD.findall(node.value)):
                     return None
-            elif any(bound in names for bound in _bound_here(node)):
+            elif kind in _DEFINITIONS:
+                if node.name in names:
+                    return None
+            elif kind in _BINDERS and any(bound in names for bound in _bound_here(node)):
                 return None
     return read
