@@ -108,7 +108,7 @@ def splice(original: cst.Module, module: cst.Module, text: bytes, bounds: list[i
     found = [position for position in kept if position is not None]
     if any(a >= b for a, b in zip(found, found[1:])):
         return None
-    if module.footer != original.footer or module.has_trailing_newline != original.has_trailing_newline:
+    if bool(module.footer) != bool(original.footer) or module.has_trailing_newline != original.has_trailing_newline:
         return None
     if not module.body or module.encoding != original.encoding:
         return None
@@ -119,7 +119,7 @@ def splice(original: cst.Module, module: cst.Module, text: bytes, bounds: list[i
             return None
     if module.header == original.header:
         pieces = [text[: bounds[0]]]
-    else:  # (`statement_bounds` found the original header's code in its place)
+    else:  # (`statement_bounds` found the original's code in its place)
         bom = len(codecs.BOM_UTF8) if text.startswith(codecs.BOM_UTF8) and _is_utf8_sig(module.encoding) else 0
         pieces = [text[:bom], encode(_code(module, module.header))]
     new: list[cst.CSTNode] = []  # statements to generate code for, in a row
@@ -137,5 +137,8 @@ def splice(original: cst.Module, module: cst.Module, text: bytes, bounds: list[i
     elif end and kept[-1] != last:
         # A statement that was not the last one ends the file now: without its newline.
         pieces[-1] = encode(_code(module, [module.body[-1]], last=True))
-    pieces.append(text[bounds[-1] :])
+    if module.footer == original.footer:
+        pieces.append(text[bounds[-1] :])
+    else:  # (as the header: a transform that visits the module makes its lines anew)
+        pieces.append(encode(_code(module, module.footer, last=True)))
     return b"".join(pieces)
