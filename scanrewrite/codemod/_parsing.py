@@ -40,7 +40,8 @@ class SourceError(Exception):
 
 
 def no_collection(function: Callable) -> Callable:
-    """`function`, run with Python's cyclic garbage collector off (as it was found after).
+    """`function`, run with Python's cyclic garbage collector off (as it was found after),
+    and forgetting the tree `python_tree` kept, once it returns.
 
     A parsed module is a million objects that live as long as the rewrite of it; each of
     the collector's full passes walks them all and frees none of them: a fifth of the time
@@ -54,6 +55,7 @@ def no_collection(function: Callable) -> Callable:
         try:
             return function(*args, **kwargs)
         finally:
+            _LAST[:] = [None, None]  # (its tree would outlive the rewrite: memory)
             if enabled:
                 gc.enable()
 
@@ -174,19 +176,24 @@ def _parse(source: bytes) -> cst.Module:
     return module
 
 
-@no_collection
 def python_tree(code: str | bytes) -> ast.Module | None:
     """`code` as Python's own parser reads it, or None where it cannot (a syntax error, a null
-    byte, nesting too deep for it). The last answer is kept: several parts of one rewrite ask
-    about the same object."""
+    byte, nesting too deep for it). The last answer is kept until a `no_collection` function
+    returns: the command line's `may_rewrite` and several parts of one rewrite ask about the
+    same object."""
     if _LAST[0] is code:
         return _LAST[1]
+    enabled = gc.isenabled()
+    gc.disable()  # (see `no_collection`)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
             tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
+    finally:
+        if enabled:
+            gc.enable()
     _LAST[:] = [code, tree]
     return tree
 
