@@ -96,7 +96,7 @@ class Parsed:
 
     @property
     def code(self) -> str:
-        """`module.code` (rendered once only)."""
+        """The module's code: `text`, else `module.code` (generated whole)."""
         return self.module.code if self.text is None else self.text
 
     @property
