@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from scanrewrite.codemod import rewrite
+from scanrewrite.codemod._import_uses import _may_name
 
 CASES = [
     pytest.param(
@@ -124,3 +125,23 @@ CASES = [
 def test_imports_in_use_after_the_rewrite_stay(before: str, after: str, options: dict) -> None:
     result = rewrite(textwrap.dedent(before).encode(), line_length=None, **options)
     assert result.code.decode() == textwrap.dedent(after)
+
+
+@pytest.mark.parametrize(
+    ("code", "named"),
+    [
+        ('def f(x: "scan"): pass\n', True),
+        ('def f(x) -> "List[scan]": pass\n', True),
+        ('__all__ = ["scan"]\n', True),
+        ('__all__ += ("scan",)\n', True),
+        ('x: int = cast("scan", y)\n', True),
+        ('class A:\n    def f(self, *, k: "scan" = 1): pass\n', True),
+        ('def f(x="scan"): pass\n', False),  # a default is no annotation
+        ('"""scan"""\nx = 1\n', False),  # nor a docstring
+        ('def f():\n    """scan"""\n', False),
+        ("x = 1  # scan\n", False),
+        ("x = (\n", True),  # Python's parser cannot read it: any string may
+    ],
+)
+def test_strings_that_may_name(code, named):
+    assert _may_name(code, {"scan"}) is named

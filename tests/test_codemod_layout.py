@@ -16,6 +16,7 @@ PACKAGE = Path(scanrewrite.codemod.__file__).parent
 LAYOUT_LAYERS = ("_lines", "_split", "_tokens", "_relayout", "__init__")
 #: Each part of the codemod may import only the parts before it, and the layout engine as a whole.
 LAYERS = (
+    "_splice",
     "_parsing",
     "_scopes",
     "_matchers",

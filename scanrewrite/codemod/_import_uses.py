@@ -161,10 +161,7 @@ def _named_in_strings(
     string that may be one of those. `tree` is `code` as Python's parser reads it, where
     the caller has it.
     """
-    if not any(name in code for name in names):
-        return set(), set()
-    strings = _strings_that_may_name(code, tree)
-    if not any(name in string for string in strings for name in names):
+    if not any(name in code for name in names) or not _may_name(code, names, tree):
         return set(), set()
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     wrapper.resolve_many(GatherNamesFromStringAnnotationsVisitor.get_inherited_dependencies())
@@ -176,29 +173,32 @@ def _named_in_strings(
     return names & exports.explicit_exported_objects, names & annotations.names
 
 
-def _strings_that_may_name(code: str, tree: ast.Module | None = None) -> list[str]:
-    """The string literals of `code` (whose tree `tree` is, if given) that libcst may read
-    names from: those in an annotation, in a call, or assigned (`__all__`); all of them
-    where `code` does not parse with Python's parser."""
+def _may_name(code: str, names: set[str], tree: ast.Module | None = None) -> bool:
+    """Whether a string literal of `code` (whose tree `tree` is, if given) that libcst may read
+    names from holds one of `names`: one in an annotation, in a call, or assigned (`__all__`);
+    any of `code` where it does not parse with Python's parser. (One walk, which stops at the
+    first such string: it may pass over the whole module.)"""
     tree = python_tree(code) if tree is None else tree
     if tree is None:
-        return [code]
-    roots: list[ast.AST] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            roots.append(node)
-        elif isinstance(node, ast.arg) and node.annotation is not None:
-            roots.append(node.annotation)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
-            roots.append(node.returns)
-        elif isinstance(node, ast.Call):
-            roots.append(node)
-    return [
-        node.value
-        for root in roots
-        for node in ast.walk(root)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-    ]
+        return True
+    stack: list[tuple[ast.AST, bool]] = [(statement, False) for statement in tree.body]
+    while stack:
+        node, read = stack.pop()
+        kind = type(node)
+        if kind is ast.Constant:
+            if read and isinstance(node.value, str) and any(name in node.value for name in names):
+                return True
+            continue
+        read = read or kind in _READ_WHOLE
+        # An argument's annotation and a function's return annotation are read, not the rest.
+        annotation = node.annotation if kind is ast.arg else getattr(node, "returns", None) if kind in _DEFINITIONS else None
+        stack.extend((child, read or child is annotation) for child in ast.iter_child_nodes(node))
+    return False
+
+
+#: Statements and expressions whose strings libcst may read names from, wherever in them.
+_READ_WHOLE = frozenset([ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call])
+_DEFINITIONS = frozenset([ast.FunctionDef, ast.AsyncFunctionDef])
 
 
 def policy_uses(scopes: Mapping[cst.CSTNode, Scope | None], calls: Mapping[cst.CSTNode, list[cst.Arg]]) -> set[object]:

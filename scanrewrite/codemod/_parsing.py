@@ -8,16 +8,20 @@ not come back exactly into a `SourceError` instead of a silent change.
 from __future__ import annotations
 
 import ast
+import functools
+import gc
 import re
 import warnings
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-__all__ = ["Parsed", "SourceError", "node_lines", "python_tree", "top_level_indices"]
+from scanrewrite.codemod._splice import splice, statement_bounds
+
+__all__ = ["Parsed", "SourceError", "node_lines", "no_collection", "python_tree", "top_level_indices"]
 
 
 class SourceError(Exception):
@@ -35,6 +39,29 @@ class SourceError(Exception):
 
 
 
+def no_collection(function: Callable) -> Callable:
+    """`function`, run with Python's cyclic garbage collector off (as it was found after),
+    and forgetting the tree `python_tree` kept, once it returns.
+
+    A parsed module is a million objects that live as long as the rewrite of it; each of
+    the collector's full passes walks them all and frees none of them: a fifth of the time
+    of a rewrite. What a rewrite leaves for the collector is a few tens of thousands of
+    objects, collected once it returns."""
+
+    @functools.wraps(function)
+    def without_collection(*args: object, **kwargs: object) -> object:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _LAST[:] = [None, None]  # (its tree would outlive the rewrite: memory)
+            if enabled:
+                gc.enable()
+
+    return without_collection
+
+
 _BLANK_TAIL = re.compile(rb"^(?:[ \t\f]*\r?\n)*[ \t\f]*\Z", re.MULTILINE)
 _PARSER_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
 _COOKIE = re.compile(rb"^(?:\xef\xbb\xbf)?[ \t\f]*#.*?coding[:=]", re.MULTILINE)
@@ -50,19 +77,32 @@ class Parsed:
     cut off before parsing and put back on render). Rendering anything else that would
     not round-trip is a `SourceError` rather than a silent change; a file that is not
     rendered (nothing to rewrite) is fine as it is.
+
+    The render copies the input's bytes for every top-level statement the transform kept
+    and generates code only for the others (`_splice`), so the module's own code is only
+    generated whole where that cannot be done (the blank tail, code Python's parser does
+    not read): `exact` is None until a render finds out.
     """
 
     module: cst.Module
     tail: bytes
     bare_cr: bool
-    exact: bool
-    #: `module.code`, kept from the check that it reproduces the input.
+    exact: bool | None
+    #: The module's code: the input decoded (`module.code` where the whole was generated).
     text: str | None = field(default=None, repr=False, compare=False)
+    #: The bytes `module` was parsed from, and the input they were made from (for Python's parser).
+    source: bytes = field(default=b"", repr=False, compare=False)
+    original: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def code(self) -> str:
-        """`module.code` (rendered once only)."""
+        """The module's code: `text`, else `module.code` (generated whole)."""
         return self.module.code if self.text is None else self.text
+
+    @property
+    def tree(self) -> ast.Module | None:
+        """The input as Python's parser reads it (`python_tree`), where it does."""
+        return python_tree(self.original)
 
     @classmethod
     def from_bytes(cls, source: bytes) -> Parsed:
@@ -70,11 +110,16 @@ class Parsed:
         bare_cr = b"\r" in source and b"\n" not in source
         text = source.replace(b"\r", b"\n") if bare_cr else source
         module = _parse(text)
+        tail = _BLANK_TAIL.search(text)
+        if tail is None or tail.start() == 0 or _SPACE.search(text, tail.start()) is None:
+            # libcst reproduces a tail of bare line breaks: whether it reproduces the rest
+            # is checked where code is generated (`render`).
+            decoded = text.decode(module.encoding)
+            return cls(module, b"", bare_cr, exact=None, text=decoded, source=text, original=source)
         code = module.code
         if code.encode(module.encoding) == text:
             return cls(module, b"", bare_cr, exact=True, text=code)
-        tail = _BLANK_TAIL.search(text)
-        if tail is not None and tail.start() > 0:
+        if tail.start() > 0:
             head = text[: tail.start()]
             head_module = _parse(head)
             head_code = head_module.code
@@ -84,10 +129,21 @@ class Parsed:
 
     def render(self, module: cst.Module) -> bytes:
         """The bytes of `module`, a transformed `self.module`, in the input's layout."""
-        if not self.exact:
-            raise SourceError(None, "cannot reproduce this file byte for byte (libcst round-trip)")
-        code = module.bytes + self.tail
+        code = None
+        if self.exact is None:
+            bounds = statement_bounds(self.module, self.source, self.tree)
+            if bounds is not None:
+                code = splice(self.module, module, self.source, bounds)
+            if code is None and self.module.code.encode(self.module.encoding) != self.source:
+                raise SourceError(None, _INEXACT)
+        elif not self.exact:
+            raise SourceError(None, _INEXACT)
+        code = (module.bytes if code is None else code) + self.tail
         return code.replace(b"\n", b"\r") if self.bare_cr else code
+
+
+_INEXACT = "cannot reproduce this file byte for byte (libcst round-trip)"
+_SPACE = re.compile(rb"[ \t\f]")
 
 
 def _parse(source: bytes) -> cst.Module:
@@ -122,13 +178,28 @@ def _parse(source: bytes) -> cst.Module:
 
 def python_tree(code: str | bytes) -> ast.Module | None:
     """`code` as Python's own parser reads it, or None where it cannot (a syntax error, a null
-    byte, nesting too deep for it)."""
+    byte, nesting too deep for it). The last answer is kept until a `no_collection` function
+    returns: the command line's `may_rewrite` and several parts of one rewrite ask about the
+    same object."""
+    if _LAST[0] is code:
+        return _LAST[1]
+    enabled = gc.isenabled()
+    gc.disable()  # (see `no_collection`)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
-            return ast.parse(code)
+            tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        tree = None
+    finally:
+        if enabled:
+            gc.enable()
+    _LAST[:] = [code, tree]
+    return tree
+
+
+#: The object `python_tree` last read, and its tree.
+_LAST: list = [None, None]
 
 
 def _python_syntax_error(source: bytes) -> tuple[int | None, str] | None:

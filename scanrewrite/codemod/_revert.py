@@ -41,7 +41,7 @@ from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator,
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed
+from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
 from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
@@ -53,6 +53,7 @@ __all__ = ["revert", "write_picks"]
 _DEFAULTS = {"checkpoint": "True", "levels": "1"}
 
 
+@no_collection
 def revert(
     source: bytes,
     *,
@@ -80,7 +81,7 @@ def revert(
         # No runtime call can be spelled without those bytes: nothing to read.
         return RewriteResult(source, (), tuple(Skipped(line, NO_CALL) for line in sorted(wanted or ())))
     parsed = Parsed.from_bytes(source)
-    calls = RuntimeCalls(parsed.module, parsed.code)
+    calls = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
     if calls.skip_file is not None:
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
     # `functools.partial(scanrewrite.runtime.nnx_scan, ...)`: the scan is its first argument.
@@ -120,7 +121,7 @@ def revert(
     unused = unused_imports(calls.scopes, gone)
     # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
     unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
-    replacer = _Revert(plans, parsed.module, line_length, set(partials), calls.holders)
+    replacer = _Revert(plans, parsed.module, line_length, set(partials), calls.holders, parsed.code)
     module = parsed.module.visit(replacer)
     module = spellings.extend_from_imports(module)
     # As the rewrite: the import added first, placed knowing which lines go, then those go.
@@ -136,6 +137,7 @@ def revert(
     return RewriteResult(parsed.render(module), tuple(reverted), tuple(sorted(skipped, key=lambda s: s.line)))
 
 
+@no_collection
 def write_picks(
     source: bytes,
     picks: Mapping[int, Settings | None],
@@ -178,7 +180,7 @@ def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
     if b"scanrewrite:" not in source:
         return {}
     parsed = Parsed.from_bytes(source)
-    calls = RuntimeCalls(parsed.module, parsed.code)
+    calls = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
     pinned = {}
     for line in lines:
         for call, _ in calls.by_line.get(line, []):
@@ -192,7 +194,7 @@ def _call_lines(source: bytes) -> list[int]:
     if b"scanrewrite" not in source:
         return []
     parsed = Parsed.from_bytes(source)
-    return sorted(RuntimeCalls(parsed.module, parsed.code).by_line)
+    return sorted(RuntimeCalls(parsed.module, parsed.code, parsed.tree).by_line)
 
 
 @dataclass
@@ -264,8 +266,9 @@ class _Revert(KeepLayout):
         line_length: int,
         partials: set[cst.Call] = frozenset(),
         holders: Collection[cst.CSTNode] | None = None,
+        code: str | None = None,
     ) -> None:
-        super().__init__(module, line_length)
+        super().__init__(module, line_length, code)
         self._plans = plans
         self._partials = partials
         #: The nodes that hold a runtime call (None: any may): nothing else changes.

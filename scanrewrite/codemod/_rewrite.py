@@ -7,6 +7,7 @@ command (`_command.py`) both drive.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, r
 from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed, node_lines
+from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
@@ -74,6 +75,7 @@ class RewriteResult:
         return bool(self.rewritten)
 
 
+@no_collection
 def rewrite(
     source: bytes,
     *,
@@ -108,19 +110,12 @@ def rewrite(
     parsed = Parsed.from_bytes(source)
     if not may_rewrite(source, targets):
         return RewriteResult(source, (), ())
-    rewriter = Rewriter(
-        unroll,
-        checkpoint,
-        CodemodContext(),
-        levels=levels,
-        targets=targets,
-        first_party=first_party,
-        line_length=line_length,
-    )
+    options = {"levels": levels, "targets": targets, "first_party": first_party, "line_length": line_length}
+    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), **options)
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
-        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True), parsed.code)
+        module = rewriter.transform(MetadataWrapper(parsed.module, unsafe_skip_copy=True), parsed.code, parsed.tree)
     except SkipFile:
         return RewriteResult(source, (), tuple(rewriter.skipped))
     code = parsed.render(module) if rewriter.rewritten else source
@@ -188,12 +183,12 @@ class Rewriter:
         #: The per-step Flax remat of a Flax scan (its call, or the call an applied scan stands for).
         self._flax_remat: dict[cst.Call, str] = {}
 
-    def transform(self, wrapper: MetadataWrapper, code: str | None = None) -> cst.Module:
-        """`wrapper.module` (whose `code` the caller may pass) rewritten, with the scheduled
-        import edits (`apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
+    def transform(self, wrapper: MetadataWrapper, code: str | None = None, tree: ast.Module | None = None) -> cst.Module:
+        """`wrapper.module` (whose `code` and `python_tree` the caller may pass) rewritten, with the
+        scheduled import edits (`apply_scheduled_imports`). Raises `SkipFile` for a skip-file pragma."""
         module = wrapper.module
         code = module.code if code is None else code
-        self._scopes = scopes = module_scopes(module, code)
+        self._scopes = scopes = module_scopes(module, code, tree)
         self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
         comments = pragma_comments(module, code) if "scanrewrite" in code else []
         survey = take_survey(module, scopes, resolver.resolve)

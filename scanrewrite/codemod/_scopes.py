@@ -31,6 +31,7 @@ import libcst as cst
 from libcst.metadata import GlobalScope, MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._parsing import python_tree
+from scanrewrite.codemod._splice import statement_groups, statement_start
 from scanrewrite.targets import TARGETS
 from scanrewrite.wrappers import PARTIAL, WRAPPERS
 
@@ -112,10 +113,10 @@ class Scopes(Mapping[cst.CSTNode, "Scope | None"]):
         return isinstance(getattr(assignment, "scope", None), GlobalScope) and name.partition(".")[0] in self.read_elsewhere
 
 
-def module_scopes(module: cst.Module, code: str) -> Scopes:
-    """The scopes of `module` (whose code is `code`), analysed over what can matter (see the
-    module's docstring)."""
-    tree = python_tree(code)
+def module_scopes(module: cst.Module, code: str, tree: ast.Module | None = None) -> Scopes:
+    """The scopes of `module` (whose code is `code`, and `tree` as Python's parser reads it,
+    where the caller has it), analysed over what can matter (see the module's docstring)."""
+    tree = python_tree(code) if tree is None else tree
     kept = None if tree is None else _kept_statements(module, code, tree)
     if kept is None:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -132,7 +133,7 @@ def _kept_statements(
     """The top-level statements of `module` (whose code is `code`, as Python's parser reads
     it `tree`) to analyse, the names the others read, and the line each analysed statement
     starts on; None where the whole module must be analysed."""
-    groups = _groups(module, tree)
+    groups = statement_groups(module, tree)
     if groups is None:
         return None
     # Line breaks as Python's tokenizer has them (`str.splitlines` also breaks at a form feed).
@@ -140,7 +141,10 @@ def _kept_statements(
     relevant = set(_PARTS)  # names that matter: bound to a known API, or parts of one
     direct = set(_TAILS)  # names whose mention means a known API may be named
     imported: set[str] = set()  # names a relevant import binds
-    for node in ast.walk(tree):
+    words = [_words(group, lines) for _, group in groups]
+    # Only a statement that says `import` holds one: the others need no walk.
+    holding = (statement for (_, group), word in zip(groups, words) if "import" in word for statement in group)
+    for node in (node for statement in holding for node in ast.walk(statement)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if alias.name == "*":
@@ -155,7 +159,6 @@ def _kept_statements(
                         meaning in (target.qualified_name, target.replacement) for target in TARGETS
                     ):
                         direct.add(bound)
-    words = [_words(group, lines) for _, group in groups]
     keep = [bool(word & direct) or "global" in word for word in words]
     bindings: list[set[str] | None] = [None] * len(groups)
     reads: dict[int, set[str] | None] = {}
@@ -178,28 +181,8 @@ def _kept_statements(
                 keep[index] = changed = True
     read_elsewhere = {name for index, names in reads.items() if not keep[index] for name in names or ()}
     statements = [statement for (statement, _), kept in zip(groups, keep) if kept]
-    starts = {statement: _start(statement, group) for (statement, group), kept in zip(groups, keep) if kept}
+    starts = {statement: statement_start(statement, group) for (statement, group), kept in zip(groups, keep) if kept}
     return statements, frozenset(read_elsewhere), starts
-
-
-def _start(statement: cst.CSTNode, group: list[ast.stmt]) -> int:
-    """The line the code of `statement` (whose statements Python's parser reads as `group`)
-    starts on: its first token's, less its leading lines (and its first decorator's)."""
-    decorators = getattr(statement, "decorators", ())
-    first = min([node.lineno for node in group] + [node.lineno for node in getattr(group[0], "decorator_list", ())])
-    above = len(getattr(statement, "leading_lines", ())) + (len(decorators[0].leading_lines) if decorators else 0)
-    return first - above
-
-
-def _groups(module: cst.Module, tree: ast.Module) -> list[tuple[cst.CSTNode, list[ast.stmt]]] | None:
-    """Each top-level statement of `module` with the statements Python's parser reads there."""
-    groups = []
-    index = 0
-    for statement in module.body:
-        count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        groups.append((statement, tree.body[index : index + count]))
-        index += count
-    return groups if index == len(tree.body) and all(group for _, group in groups) else None
 
 
 def _words(group: list[ast.stmt], lines: list[str]) -> set[str]:
@@ -226,6 +209,9 @@ def _binding(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, 
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_DEFINITIONS = frozenset([ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef])
+#: The nodes other than a `Name` that `_bound_here` finds names bound by.
+_BINDERS = frozenset([ast.alias, ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.arg, ast.Global, ast.Nonlocal])
 
 
 def _module_bindings(node: ast.AST) -> Iterator[str]:
@@ -265,14 +251,18 @@ def _plain_reads(group: list[ast.stmt], names: set[str]) -> set[str] | None:
     read: set[str] = set()
     for statement in group:
         for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            kind = type(node)  # (by type: this walks most of a module's statements)
+            if kind is ast.Name:
                 if node.id in names:
+                    if not isinstance(node.ctx, ast.Load):
+                        return None
                     read.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-                return None
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if not names.isdisjoint(_WORD.findall(node.value)):
+            elif kind is ast.Constant:
+                if isinstance(node.value, str) and not names.isdisjoint(_WORD.findall(node.value)):
                     return None
-            elif any(bound in names for bound in _bound_here(node)):
+            elif kind in _DEFINITIONS:
+                if node.name in names:
+                    return None
+            elif kind in _BINDERS and any(bound in names for bound in _bound_here(node)):
                 return None
     return read

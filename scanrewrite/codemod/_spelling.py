@@ -67,8 +67,10 @@ class Spellings:
         else:
             self.statement_of = top_level_indices(module, calls)
         imports = _Imports(calls, holders)
-        module.visit(imports)
-        #: Every (name, what it names) an import in the module binds, in file order.
+        # Scopes analysed over some statements only (`Scopes.analysed`) know the imports of
+        # those alone, and hold every import that binds a known API: the others need no walk.
+        getattr(scopes, "analysed", module).visit(imports)
+        #: Every (name, what it names) an import in the analysed statements binds, in file order.
         self._bindings = list(dict.fromkeys(pair for node in imports.found for pair in _bound_by(node)))
         #: Each import and call's place in file order; the imports that surely run have one.
         self._order = imports.order

@@ -32,6 +32,7 @@ all: a pick is only ever written as it was measured.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, r
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod._imports import apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed, node_lines, top_level_indices
+from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options
 from scanrewrite.codemod._scopes import module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
@@ -96,6 +97,7 @@ def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
     return set_settings(source, {line: Settings(unroll) for line, unroll in picks.items()})
 
 
+@no_collection
 def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int = 88) -> UnrollResult:
     """Write each pick into the runtime calls starting on its line (see the module's
     docstring); `line_length` is the formatters'.
@@ -109,7 +111,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
         check_options(settings.unroll, None if settings.checkpoint == "checkpoint" else settings.checkpoint, settings.levels)
     parsed = Parsed.from_bytes(source)
-    sites = RuntimeCalls(parsed.module, parsed.code) if b"scanrewrite" in source else None
+    sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree) if b"scanrewrite" in source else None
     if sites is None or sites.skip_file is not None:
         reason = "skip-file pragma" if sites is not None else NO_CALL
         skipped = tuple(Skipped(line, reason) for line in sorted(picks))
@@ -150,6 +152,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
 
 
+@no_collection
 def read_unroll(source: bytes) -> dict[int, int | None]:
     """The ``unroll`` each runtime call passes, by the line it starts on.
 
@@ -161,7 +164,7 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     parsed = Parsed.from_bytes(source)
     if b"scanrewrite" not in source:
         return {}
-    sites = RuntimeCalls(parsed.module, parsed.code)
+    sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
     found: dict[int, int | None] = {}
     for line, calls in sorted(sites.by_line.items()):
         for call, resolved in calls:
@@ -176,9 +179,9 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
 class RuntimeCalls:
     """The runtime calls of one module, by their first line, and the pragmas on them."""
 
-    def __init__(self, module: cst.Module, code: str | None = None) -> None:
+    def __init__(self, module: cst.Module, code: str | None = None, tree: ast.Module | None = None) -> None:
         code = module.code if code is None else code
-        self.scopes = scopes = module_scopes(module, code)
+        self.scopes = scopes = module_scopes(module, code, tree)
         self.resolver = resolver = Resolver(self.scopes, _BY_REPLACEMENT)
         survey = take_survey(module, scopes, resolver.resolve)
         #: What holds a runtime call or reference (`Survey.holders`), and its top-level statement.
