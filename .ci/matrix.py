@@ -10,7 +10,10 @@ Each part's environment lives in `.ci/envs/<part>` (ignored by git) and is kept 
 local rerun is fast. A kept environment cannot hide a failure: it is rebuilt from scratch when its
 recipe (this file's part, `pyproject.toml`, the interpreter) changes; the project and the pinned
 versions are installed into it on every run; `.ci/check_env.py` then checks the installed versions
-against the part's pins, and that jax is absent from a part without it. A Python that is
+against the part's pins, and that jax is absent from a part without it. A part is there to show
+that each code path works on its releases, so it runs what does that, not every point the main
+suite runs: tests/conftest.py, told the part's name (SCANREWRITE_CI_MATRIX), runs a cover of each
+parametrized test's values and leaves out the tests marked `main_only`. A Python that is
 not on this machine is a skip, reported on stderr and in the summary, never a pass;
 `SCANREWRITE_CI_STRICT=1` makes it a failure. Exits 1 if any part failed.
 
@@ -217,7 +220,10 @@ def prepare(part: Part, python: str, env: dict[str, str]) -> Path | None:
     constraints.write_text("".join(pin + "\n" for pin in pins))
     # Flax too, so that the Flax tests run (they skip only where flax is not installed).
     extras = "runtime,flax,test-cli" if part.with_jax else "test-cli"
+    # --no-compile: pip byte-compiles every installed module (half of an install's CPU time, 12 of
+    # 24 s for `between`); Python compiles those the tests import when they first do (3 s).
     install = [str(bin_python), "-m", "pip", "install", "-q", "-c", str(constraints), "-e", f".[{extras}]"]
+    install.insert(5, "--no-compile")
     if part.versions == "newest":
         install[5:5] = ["--upgrade", "--upgrade-strategy", "eager"]
     if not run(install, ENVS / f"{part.name}.install.log", env=env):
