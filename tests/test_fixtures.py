@@ -227,6 +227,12 @@ def _run_both(name, tmp_path, monkeypatch, corrupt=lambda code: code):
     " eqx.Module in eqx_module_method; the others' plain scan over xs in kalman_filter and jit_vmap_grad",
     ids=["transformer_block", "horner_polynomials", "skip_pragma", "hand_chunked_loop"],
 )
+@pytest.mark.main_only(
+    "every fixture runs in newest-3.13 (flax's only there with all its cases); elsewhere each per-step"
+    " checkpoint spelling is test_runtime_absorb.py's, flax's remat the remat cases of test_runtime_flax_*",
+    ids=["universal_transformer_checkpoint", "flax_linen_remat_scan", "flax_nnx_transformer"],
+    parts=["newest-3.13"],
+)
 def test_rewritten_fixture_computes_the_same(name, tmp_path, monkeypatch):
     actual, expected, sites, rewritten = _run_both(name, tmp_path, monkeypatch)
 
