@@ -51,11 +51,12 @@ def matrix_selection(items: list[pytest.Item]) -> list[pytest.Item]:
 
     A matrix part is there to show that each code path works on another jax or Python, which the
     main suite's whole product of parameters is not needed for. Left out: the tests and cases
-    marked `main_only` (but in the parts they name). Of each parametrized test function (unless `matrix_every_point`), a
-    deterministic subset of its points that holds every value of every parameter at least once
-    (a greedy cover, the point with the most values not yet held first, ties in collection
-    order). The values of one `parametrize` of several names are one case each (its whole
-    tuple), so a hand-picked list of cases runs whole; only products of parameters shrink.
+    marked `main_only` (but in the parts they name). Of each parametrized test function (unless
+    `matrix_every_point`), a deterministic subset of its points that holds every value of every
+    parameter at least once (a greedy cover, the point with the most values not yet held first,
+    ties in collection order). The values of one `parametrize` of several names are one case each
+    (its whole tuple), so a hand-picked list of cases runs whole; only products of parameters
+    shrink.
     """
     kept, points, named = [], {}, {}
     for item in items:
@@ -75,7 +76,8 @@ def matrix_selection(items: list[pytest.Item]) -> list[pytest.Item]:
         seen = {id_ for item in items if (item.path, item.cls, item.originalname) == key
                 for id_ in getattr(getattr(item, "callspec", None), "_idlist", ())}
         if ids - seen:  # a misspelt id runs its point after all: safe, but say so
-            warnings.warn(pytest.PytestConfigWarning(f"{name}: main_only names ids it does not have: {sorted(ids - seen)}"))
+            message = f"{name}: main_only names ids it does not have: {sorted(ids - seen)}"
+            warnings.warn(pytest.PytestConfigWarning(message))
     for group in points.values():
         missing = set().union(*(values for _, values in group))
         while missing:

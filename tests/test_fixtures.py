@@ -228,8 +228,8 @@ def _run_both(name, tmp_path, monkeypatch, corrupt=lambda code: code):
     ids=["transformer_block", "horner_polynomials", "skip_pragma", "hand_chunked_loop"],
 )
 @pytest.mark.main_only(
-    "every fixture runs in newest-3.13 (flax's only there with all its cases); elsewhere each per-step"
-    " checkpoint spelling is test_runtime_absorb.py's, flax's remat the remat cases of test_runtime_flax_*",
+    "run in newest-3.13 (and the first in the main suite); in floor and between, test_runtime_absorb.py"
+    " runs each per-step checkpoint spelling, and test_runtime_flax_*'s remat cases flax's",
     ids=["universal_transformer_checkpoint", "flax_linen_remat_scan", "flax_nnx_transformer"],
     parts=["newest-3.13"],
 )
