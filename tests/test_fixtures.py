@@ -222,6 +222,17 @@ def _run_both(name, tmp_path, monkeypatch, corrupt=lambda code: code):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.main_only(
+    "the same runtime calls: transformer_block's checkpointed eqxi_scan in pragma_unroll, its"
+    " eqx.Module in eqx_module_method; the others' plain scan over xs in kalman_filter and jit_vmap_grad",
+    ids=["transformer_block", "horner_polynomials", "skip_pragma", "hand_chunked_loop"],
+)
+@pytest.mark.main_only(
+    "run in newest-3.13 (and the first in the main suite); in floor and between, test_runtime_absorb.py"
+    " runs each per-step checkpoint spelling, and test_runtime_flax_*'s remat cases flax's",
+    ids=["universal_transformer_checkpoint", "flax_linen_remat_scan", "flax_nnx_transformer"],
+    parts=["newest-3.13"],
+)
 def test_rewritten_fixture_computes_the_same(name, tmp_path, monkeypatch):
     actual, expected, sites, rewritten = _run_both(name, tmp_path, monkeypatch)
 

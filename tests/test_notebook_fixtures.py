@@ -164,6 +164,11 @@ def _compare(actual: dict, expected: dict) -> int:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.main_only(
+    "their scans as programs: test_fixtures.py's universal_transformer_checkpoint and eqx_module_method;"
+    " reverse_ode_vscode runs a notebook's cells",
+    ids=["rnn_tutorial_colab", "universal_transformer_demo"],
+)
 def test_rewritten_notebook_computes_the_same(name, monkeypatch):
     actual, expected, sites = _run_both(name, monkeypatch)
     assert EXPECTED_RESULTS[name] <= set(expected)

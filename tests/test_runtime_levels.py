@@ -112,6 +112,11 @@ CHECKPOINTS = [True, True, False, POLICY]
 
 
 @pytest.mark.parametrize("n, unroll, levels", CASES)
+@pytest.mark.main_only(
+    "the same layout, leftovers and settings in N4-square-2x2, N13-prime-leftover-step,"
+    " N29-prime-3x3-leftover-steps, N11-prime-leftover-chunk-and-step and N16-square-L4-acts-as-3",
+    ids=["N9-square-3x3", "N23-prime-k5", "N17-prime-k4", "N31-prime-2x3-leftovers", "N37-prime-L9-acts-as-4"],
+)
 def test_matches_lax_scan(n, unroll, levels, request):
     # Vary the rest deterministically across cases, so each is one compile, not a product.
     i = request.node.callspec.indices["n"]

@@ -102,6 +102,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.main_only(
+    "tune() and the command with a budget, on each release: "
+    "test_tune_verify.py::test_a_budget_pick_with_a_policy_and_levels_is_written_back"
+)
 def test_two_sites_end_to_end(project: Path):
     program = write(project, "two.py", TWO_SITES)
     fn, args = load(program, "two_first").factory()
