@@ -11,16 +11,15 @@ python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteComm
 A rewritten call keeps every argument, comment and line break the user wrote; only
 the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
 
-The parts, each importing only those before it:
+The parts, each importing only those before it (and the layout engine, `scanrewrite.layout`:
+a changed statement laid out as black and ruff format would, and `KeepLayout`, the transformer
+base of the rewrite, the revert and the write-back):
 
+- `_splice`: a transformed module's bytes, the input's where a statement was kept.
 - `_parsing`: bytes to a libcst module and back, byte for byte; line numbers.
 - `_scopes`: libcst's scopes, analysed over only the top-level statements that can matter.
 - `_matchers`: libcst's matcher-decoratable visitors without their search per instance.
 - `_arguments`: what a call's arguments bind; adding keyword arguments in its layout.
-- `_lines`, `_split`: how black (and ruff format) split a statement too
-  long for its line, ported; `_tokens`: a statement read into their tokens.
-- `_layout`: a changed statement laid out as they would (`KeepLayout`, the transformer
-  base of the rewrite, the revert and the write-back).
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_checkpoints`: a per-step checkpoint around a scanned function; a loop already chunked
   and checkpointed by hand.
