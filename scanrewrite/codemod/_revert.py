@@ -16,7 +16,7 @@ in reach of the call (`scan` from `from jax.lax import scan`, else `lax.scan` fr
 import lax`, else `jax.lax.scan` from `import jax`). Where the rewrite removed that import, the
 name is added to the file's module-level `from jax import ...` line if it has one (`lax`, in
 the sorters' order), else ``import jax`` is added where ruff and isort put it (`_import_order`).
-A statement laid out as the formatters lay it out keeps their layout (`_layout`): a call
+A statement laid out as the formatters lay it out keeps their layout (`scanrewrite.layout`): a call
 they split, now short enough for one line, is joined; one the user split with a magic
 trailing comma stays as it is.
 

@@ -101,7 +101,7 @@ def rewrite(
     `first_party` are the top-level names of the user's own packages, which import
     sorters put after third-party ones such as the runtime: the added import goes where
     they would put it. `line_length` is the formatters' (ruff format, black): a statement
-    they leave as it is keeps their layout once its call is rewritten (see `_layout`);
+    they leave as it is keeps their layout once its call is rewritten (see `scanrewrite.layout`);
     None keeps the layout the call had. Source that cannot be decoded, parsed or
     reproduced byte for byte raises `SourceError`. Everything that is not rewritten
     comes back byte for byte.

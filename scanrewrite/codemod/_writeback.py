@@ -18,7 +18,7 @@ argument), else appended in the call's own layout. A `Settings` may also set the
 mode and `levels`: written as ``checkpoint=False`` or ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) and ``levels=N``, and left out (an argument
 there removed) where they are the runtime's defaults. A statement the formatters would
-leave as it is keeps their layout (`_layout`): a call the change makes too long, or short
+leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes too long, or short
 enough for one line again, is laid out as ruff format and black lay it out. Every other
 byte stays. Pure: bytes in, result out; no file I/O, no jax.
 

@@ -6,7 +6,7 @@ the depth of each token inside the line's brackets, the delimiters at depth 0 wi
 their priorities (a comma before an operator before a `.`), and the magic trailing
 comma that keeps a bracket exploded. Names follow black's, so that a difference can
 be looked up there. A token's place in the syntax tree, which black reads from its
-parent node, is its `role` here (see `_layout`).
+parent node, is its `role` here (see `_relayout`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class CannotLayOut(Exception):
 @dataclass(eq=False)
 class Leaf:
     """One token. `kind` is the bracket, `,`, `.`, `=` or `:` itself, or `name`, `number`,
-    `string`, `op`; `role` what black reads from the token's parent (see `_layout`)."""
+    `string`, `op`; `role` what black reads from the token's parent (see `_relayout`)."""
 
     kind: str
     value: str
