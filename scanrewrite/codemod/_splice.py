@@ -57,8 +57,7 @@ def statement_bounds(module: cst.Module, text: bytes, tree: ast.Module | None) -
     groups = statement_groups(module, tree)
     if groups is None:
         return None
-    # The BOM is no part of the module's code.
-    bom = len(codecs.BOM_UTF8) if text.startswith(codecs.BOM_UTF8) and _is_utf8_sig(module.encoding) else 0
+    bom = _bom_length(text, module.encoding)
     starts = [bom, *(match.end() for match in _BREAK.finditer(text))]  # of lines 1, 2, ...
     lines = len(starts) - (starts[-1] == len(text))
     firsts = [statement_start(statement, group) for statement, group in groups] + [lines - len(module.footer) + 1]
@@ -78,6 +77,11 @@ def encoder(encoding: str):
     start of the file carries)."""
     name = "utf-8" if _is_utf8_sig(encoding) else encoding
     return lambda code: code.encode(name)
+
+
+def _bom_length(text: bytes, encoding: str) -> int:
+    """The length of the BOM `text` starts with, which is no part of the module's code."""
+    return len(codecs.BOM_UTF8) if text.startswith(codecs.BOM_UTF8) and _is_utf8_sig(encoding) else 0
 
 
 def _is_utf8_sig(encoding: str) -> bool:
@@ -120,8 +124,7 @@ def splice(original: cst.Module, module: cst.Module, text: bytes, bounds: list[i
     if module.header == original.header:
         pieces = [text[: bounds[0]]]
     else:  # (`statement_bounds` found the original's code in its place)
-        bom = len(codecs.BOM_UTF8) if text.startswith(codecs.BOM_UTF8) and _is_utf8_sig(module.encoding) else 0
-        pieces = [text[:bom], encode(_code(module, module.header))]
+        pieces = [text[: _bom_length(text, module.encoding)], encode(_code(module, module.header))]
     new: list[cst.CSTNode] = []  # statements to generate code for, in a row
     for statement, position in zip(module.body, kept):
         if position is None:
