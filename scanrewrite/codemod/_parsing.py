@@ -50,16 +50,25 @@ def no_collection(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def without_collection(*args: object, **kwargs: object) -> object:
-        enabled = gc.isenabled()
-        gc.disable()
         try:
-            return function(*args, **kwargs)
+            with _collector_off():
+                return function(*args, **kwargs)
         finally:
             _LAST[:] = [None, None]  # (its tree would outlive the rewrite: memory)
-            if enabled:
-                gc.enable()
 
     return without_collection
+
+
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside, as it was found after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _BLANK_TAIL = re.compile(rb"^(?:[ \t\f]*\r?\n)*[ \t\f]*\Z", re.MULTILINE)
@@ -183,17 +192,12 @@ def python_tree(code: str | bytes) -> ast.Module | None:
     same object."""
     if _LAST[0] is code:
         return _LAST[1]
-    enabled = gc.isenabled()
-    gc.disable()  # (see `no_collection`)
     try:
-        with warnings.catch_warnings():
+        with _collector_off(), warnings.catch_warnings():  # (collector: see `no_collection`)
             warnings.simplefilter("ignore")  # e.g. invalid escapes: not ours to report
             tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
-    finally:
-        if enabled:
-            gc.enable()
     _LAST[:] = [code, tree]
     return tree
 
