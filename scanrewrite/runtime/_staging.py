@@ -165,7 +165,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
     closed, out_tree, init = traced
     # What the runtime reads off the constants themselves (`_trace.Body`), which the staged
     # function's arguments no longer show: part of the key, as it decides the program.
-    seen = (_trace.undifferentiated(closed.consts), tuple(map(_trace.differentiated, closed.consts)))
+    seen = _trace.read_consts(closed.consts)
     unstaged = lambda: build(lambda: _trace.Replay(closed.jaxpr, closed.consts, out_tree, *seen))(init, xs)
     if not _eager((closed.consts, init, xs)):
         # Inside a trace that stages a program (`jax.jit`) nothing compiles here to be saved:

@@ -113,6 +113,12 @@ def differentiated(value: Any) -> bool:
     return False
 
 
+def read_consts(consts: Any) -> tuple[bool, tuple[bool, ...]]:
+    """What the runtime reads off the constants a step closes over: `Body.constant_consts` and
+    `Body.differentiated`."""
+    return undifferentiated(consts), tuple(map(differentiated, consts))
+
+
 def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
     """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
 
@@ -136,7 +142,7 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
     else:
         traced = trace(f, init, xs)
         consts = () if traced is None else traced.closed.consts
-        constant, seen = undifferentiated(consts), tuple(map(differentiated, consts))
+        constant, seen = read_consts(consts)
     if traced is not None:
         closed, out_tree, init = traced
         init = _promote(init, closed, same_dtype=True)
