@@ -73,6 +73,9 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     # Called on arrays (or vmap's tracers of them), not on those of a transformation that
     # differentiates: see `run`.
     constant_inputs = _trace.undifferentiated((init, xs))
+    # Nothing around the call differentiates it, so nothing differentiates a scan inside `f`:
+    # those build what they build on arrays, as this one does (`_trace.forward_only`).
+    forward = _trace.forward_only((init, xs))
 
     def build(get_f):
         def run(init, xs):
@@ -94,7 +97,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # The chunks take over a per-step checkpoint around `f`, and its policy where the
             # call names none: checkpointing each step inside a checkpointed chunk again would
             # recompute every step twice in the backward pass.
-            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
+            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False, forward=forward)
             if layout.rolled_chunk and constant_inputs and body.constant_consts:
                 # Nothing around this scan can differentiate it, so there is no backward pass to
                 # keep memory for: rolled, that is `lax.scan`, which compiles fastest.
@@ -122,8 +125,9 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
 
         return run
 
-    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, *_settings_key(settings))
-    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True)(init, xs)
+    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, *_settings_key(settings))
+    staged = _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, forward=forward)
+    return staged(init, xs)
 
 
 def scan(

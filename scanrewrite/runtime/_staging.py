@@ -94,7 +94,13 @@ def _made_anew(f: Callable, owner: Any) -> bool:
 
 
 def staged(
-    f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = False, by_structure: bool = False
+    f: Callable,
+    key: Hashable,
+    build: _Build,
+    *,
+    unstaged_once: bool = False,
+    by_structure: bool = False,
+    forward: bool = False,
 ) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
 
@@ -113,12 +119,13 @@ def staged(
     "Real test suites"). Inside `jit` both are the same program. With `by_structure` too, such
     an `f` is traced first and its call staged by the structure of its jaxpr instead
     (`_by_structure`): a closure made anew then reuses the program compiled for the one before.
-    `build` must then take any step that computes what `f` does (a `_trace.Replay`).
+    `build` must then take any step that computes what `f` does (a `_trace.Replay`), and
+    `forward` says that the call is `_trace.forward_only` (`f` is traced so).
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
     if unstaged_once and (handle is None or _made_anew(f, handle[0])):
         if by_structure:
-            return lambda init, xs: _by_structure(f, key, build, init, xs)
+            return lambda init, xs: _by_structure(f, key, build, init, xs, forward)
         return build(lambda: f)
     if handle is not None:
         owner, extra, get_f = handle
@@ -147,7 +154,7 @@ def staged(
     return call
 
 
-def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any) -> Any:
+def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any, forward: bool = False) -> Any:
     """`build`'s program for `f`, called on `(init, xs)`, staged and cached by the structure
     of `f`'s traced jaxpr (`_structure.key`) with its constants as arguments, and `key`.
 
@@ -159,7 +166,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
     """
     if jax.config.jax_disable_jit:
         return build(lambda: f)(init, xs)
-    traced = _trace.trace(f, init, xs)
+    traced = _trace.trace(f, init, xs, forward=forward)
     if traced is None:  # `build` traces `f` again and raises jax's own error
         return build(lambda: f)(init, xs)
     closed, out_tree, init = traced

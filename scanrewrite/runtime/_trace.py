@@ -17,13 +17,16 @@ make the backward pass recompute each step twice.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax._src.interpreters import batching
 
-from scanrewrite.runtime._compat import ClosedJaxpr, leading_slice, typeof
+from scanrewrite.runtime._compat import ClosedJaxpr, jax_core, leading_slice, typeof
 
 tree_util = jax.tree_util
 
@@ -78,10 +81,53 @@ class Replay:
         return _replay(self.closed, self.out_tree)(carry, x)
 
 
-def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
+#: The traces of steps traced for a call that nothing around can differentiate (`trace(...,
+#: forward=True)`), innermost last: a call inside such a step is not differentiated either.
+_forward_traces: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("forward_traces", default=())
+
+
+def _in_forward_trace(tracer: Any) -> bool:
+    return any(tracer._trace is t for t in _forward_traces.get())
+
+
+def forward_only(tree: Any) -> bool:
+    """Whether nothing can differentiate a call on the leaves of `tree`, now or later: they are
+    `undifferentiated`, and the call is made eagerly, under `jax.vmap` alone, or inside a step
+    traced for such a call, so that nothing the step closes over is differentiated either.
+    Under `jax.grad` (or inside `jax.jit`, which may be differentiated from outside) it is not,
+    whatever the leaves are."""
+    if not undifferentiated(tree):
+        return False
+    current = jax_core.trace_ctx.trace
+    while isinstance(current, batching.BatchTrace):
+        current = current.parent_trace
+    return isinstance(current, jax_core.EvalTrace) or any(current is t for t in _forward_traces.get())
+
+
+def _marked_forward(f: Callable) -> Callable:
+    """`f`, marking the trace it is traced in as one that nothing differentiates (so that a
+    scan inside it sees its inputs as `undifferentiated`) while it runs."""
+
+    @functools.wraps(f)
+    def step(carry, x):
+        token = _forward_traces.set((*_forward_traces.get(), jax_core.trace_ctx.trace))
+        try:
+            return f(carry, x)
+        finally:
+            _forward_traces.reset(token)
+
+    return step
+
+
+def trace(f: Callable, init: Any, xs: Any, *, forward: bool = False) -> Traced | None:
     """`f` traced for the carry `init` and one slice of `xs`, as `jax.lax.scan` traces it:
     once, and once more where a weakly typed leaf of `init` changes dtype (the carry is then
-    promoted). None where `f` does not return a `(carry, y)` pair of `init`'s structure."""
+    promoted). None where `f` does not return a `(carry, y)` pair of `init`'s structure.
+    `forward`: the call is `forward_only`; a call inside `f` on values of its trace then is
+    too, and builds what it builds on arrays (a loop without checkpoints where it would keep
+    residuals for a backward pass that never comes)."""
+    if forward:
+        f = _marked_forward(f)
     init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
     traced = _trace(f, init, xs)
     if traced is not None:
@@ -92,12 +138,13 @@ def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
 
 
 def undifferentiated(tree: Any) -> bool:
-    """Whether no transformation can differentiate through the leaves of `tree`: arrays, or
-    `jax.vmap`'s tracers of arrays (tracers of `jit`, `grad` and the rest may be)."""
+    """Whether no transformation can differentiate through the leaves of `tree`: arrays,
+    tracers of a step traced for a `forward_only` call, or `jax.vmap`'s tracers of either
+    (tracers of `jit`, `grad` and the rest may be)."""
     for leaf in tree_util.tree_leaves(tree):
         while isinstance(leaf, jax.core.Tracer) and hasattr(leaf, "batch_dim"):  # vmap's tracer
             leaf = leaf.val
-        if isinstance(leaf, jax.core.Tracer):
+        if isinstance(leaf, jax.core.Tracer) and not _in_forward_trace(leaf):
             return False
     return True
 
@@ -119,7 +166,9 @@ def read_consts(consts: Any) -> tuple[bool, tuple[bool, ...]]:
     return undifferentiated(consts), tuple(map(differentiated, consts))
 
 
-def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
+def body(
+    f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False, forward: bool = False
+) -> Body:
     """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
 
     Traces `f` once, and once more only where `jax.lax.scan` traces it again: when a weakly
@@ -132,7 +181,7 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
     it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
     concrete values step by step, as `jax.lax.scan` then calls it. With `absorb`, a per-step
     checkpoint around all of `f` is taken off the replayed step and returned as
-    `Body.checkpoint`. A `Replay` is not traced again.
+    `Body.checkpoint`. `forward`: as `trace`. A `Replay` is not traced again.
     """
     if jax.config.jax_disable_jit:
         return Body(f, init)
@@ -140,7 +189,7 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
         traced = Traced(f.closed, f.out_tree, tree_util.tree_map(jnp.asarray, init))
         constant, seen = f.constant, f.differentiated
     else:
-        traced = trace(f, init, xs)
+        traced = trace(f, init, xs, forward=forward)
         consts = () if traced is None else traced.closed.consts
         constant, seen = read_consts(consts)
     if traced is not None:
