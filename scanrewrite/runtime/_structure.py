@@ -125,7 +125,10 @@ def _value(v: Any) -> Hashable:
     if isinstance(v, (tuple, list)):  # NamedTuples (dimension numbers) keep their type
         return (type(v), tuple(map(_value, v)))
     if isinstance(v, dict):
-        return (type(v), tuple(sorted(((name, _value(x)) for name, x in v.items()), key=repr)))
+        # By the names alone (a dict's are distinct): the repr of a value is that of a whole
+        # nested jaxpr's key, which costs more than the rest of the key.
+        items = sorted(v.items(), key=lambda item: repr(item[0]))
+        return (type(v), tuple((name, _value(x)) for name, x in items))
     if isinstance(v, (frozenset, set)):
         return (type(v), frozenset(map(_value, v)))
     if isinstance(v, (np.ndarray, jax.Array)):
