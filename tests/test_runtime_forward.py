@@ -7,6 +7,9 @@ differentiated in general; here it cannot, and it builds the same plain loop ins
 checkpointed chunks that only cost compile time (`_trace.forward_only`).
 """
 
+import gc
+import weakref
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -88,6 +91,45 @@ def test_under_grad_the_inner_scan_stays_checkpointed():
         actual = jax.grad(loss)(0.5, runtime)
     assert CHECKPOINTS & set(primitives(jaxpr))
     assert assert_trees_close(actual, jax.grad(loss)(0.5, jax.lax.scan), **TOL) == 1
+
+
+COMPILES = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, *_, **__: COMPILES.append(event) if event.endswith("backend_compile_duration") else None
+)
+
+
+@pytest.mark.parametrize("around", ["eager", "vmap"])
+def test_a_step_made_anew_is_traced_once_and_its_loop_compiled_once(around):
+    """Where the program is `jax.lax.scan` of the step, the program itself is traced (the step
+    once, as `jax.lax.scan` traces it) and staged by its structure, keeping no array alive."""
+    traces = []
+
+    def made_anew(w):
+        def step(c, x):
+            traces.append(w)
+            c, ys = scan(inner_step, c * w, XS * x, unroll=3)
+            return c, ys.sum()
+
+        return step
+
+    call = {"eager": lambda f, c: f(c), "vmap": lambda f, c: jax.vmap(f)(jnp.stack([c, c]))}[around]
+    init, ws = jnp.ones(3), [jnp.full(3, w) for w in (0.5, 0.25, 0.75, 1.5)]
+    with pinned_layout("fitted"):
+        _staging._structures.clear()
+        for i, w in enumerate(ws):
+            del COMPILES[:]
+            actual = call(lambda c: scan(made_anew(w), c, XS, unroll=3), init)
+            expected = call(lambda c: jax.lax.scan(made_anew(w), c, XS), init)
+            assert assert_trees_close(actual, expected, **TOL) == 2
+            assert len(traces) == 2 * (i + 1)  # once each, by the runtime and by `jax.lax.scan`
+            if i >= 2:  # the first is staged on itself, the second by structure
+                assert len(COMPILES) == 1  # `jax.lax.scan`'s alone
+        assert len(_staging._structures) == 1
+    ref = weakref.ref(ws[0])
+    del ws, w, traces[:]
+    gc.collect()
+    assert ref() is None
 
 
 def seen(call):

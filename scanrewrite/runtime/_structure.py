@@ -107,7 +107,13 @@ def _context(ctx: Any) -> Hashable:
     """An equation's context (compute type, mesh, metadata): every field it has, by value."""
     slots = getattr(type(ctx), "__slots__", None)
     if slots is None:
-        return _value(ctx)
+        # Older jax's context has no slots, and no equality but identity, while a loop's own
+        # equation gets a new one per trace: its public fields (the private ones hold the
+        # context managers that set those same fields).
+        fields = getattr(ctx, "__dict__", None)
+        if fields is None:
+            return _value(ctx)
+        return tuple((name, _value(v)) for name, v in fields.items() if not name.startswith("_"))
     return tuple((name, _value(getattr(ctx, name, None))) for name in slots if name != "__weakref__")
 
 

@@ -104,7 +104,7 @@ def forward_only(tree: Any) -> bool:
     return isinstance(current, jax_core.EvalTrace) or any(current is t for t in _forward_traces.get())
 
 
-def _marked_forward(f: Callable) -> Callable:
+def marked_forward(f: Callable) -> Callable:
     """`f`, marking the trace it is traced in as one that nothing differentiates (so that a
     scan inside it sees its inputs as `undifferentiated`) while it runs."""
 
@@ -127,7 +127,7 @@ def trace(f: Callable, init: Any, xs: Any, *, forward: bool = False) -> Traced |
     too, and builds what it builds on arrays (a loop without checkpoints where it would keep
     residuals for a backward pass that never comes)."""
     if forward:
-        f = _marked_forward(f)
+        f = marked_forward(f)
     init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
     traced = _trace(f, init, xs)
     if traced is not None:
