@@ -18,7 +18,7 @@ from scanrewrite.runtime import _staging, _trace, scan
 from tests.test_runtime import pinned_layout
 from tests.treecheck import assert_trees_close
 
-TOL = dict(rtol=2e-5, atol=2e-5)
+TOL = {"rtol": 2e-5, "atol": 2e-5}
 XS = jnp.linspace(0.0, 1.0, 7)
 CHECKPOINTS = {"checkpoint", "remat", "remat2"}
 
@@ -113,15 +113,17 @@ def test_a_step_made_anew_is_traced_once_and_its_loop_compiled_once(around):
 
         return step
 
-    call = {"eager": lambda f, c: f(c), "vmap": lambda f, c: jax.vmap(f)(jnp.stack([c, c]))}[around]
+    def call(scan_fn, w, init):
+        run = lambda c: scan_fn(made_anew(w), c, XS)
+        return run(init) if around == "eager" else jax.vmap(run)(jnp.stack([init, init]))
+
     init, ws = jnp.ones(3), [jnp.full(3, w) for w in (0.5, 0.25, 0.75, 1.5)]
     with pinned_layout("fitted"):
         _staging._structures.clear()
         for i, w in enumerate(ws):
             del COMPILES[:]
-            actual = call(lambda c: scan(made_anew(w), c, XS, unroll=3), init)
-            expected = call(lambda c: jax.lax.scan(made_anew(w), c, XS), init)
-            assert assert_trees_close(actual, expected, **TOL) == 2
+            actual = call(lambda f, c, xs: scan(f, c, xs, unroll=3), w, init)
+            assert assert_trees_close(actual, call(jax.lax.scan, w, init), **TOL) == 2
             assert len(traces) == 2 * (i + 1)  # once each, by the runtime and by `jax.lax.scan`
             if i >= 2:  # the first is staged on itself, the second by structure
                 assert len(COMPILES) == 1  # `jax.lax.scan`'s alone
@@ -151,8 +153,9 @@ def seen(call):
         pytest.param(lambda run, c: jax.vmap(run)(jnp.stack([c, c])), True, id="vmap"),
         pytest.param(lambda run, c: jax.grad(lambda c: run(c)[0].sum())(c), False, id="grad"),
         pytest.param(lambda run, c: jax.jit(run)(c), False, id="jit"),
-        pytest.param(lambda run, c: jax.vmap(jax.grad(lambda c: run(c)[0].sum()))(jnp.stack([c, c])), False,
-                     id="vmap-of-grad"),  # fmt: skip
+        pytest.param(
+            lambda run, c: jax.vmap(jax.grad(lambda c: run(c)[0].sum()))(jnp.stack([c, c])), False, id="vmap-of-grad"
+        ),
     ],
 )
 def test_forward_only_inside_the_step(call, expected):

@@ -103,7 +103,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # The chunks take over a per-step checkpoint around `f`, and its policy where the
             # call names none: checkpointing each step inside a checkpointed chunk again would
             # recompute every step twice in the backward pass.
-            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False, forward=forward)
+            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             if layout.rolled_chunk and constant_inputs and body.constant_consts:
                 # As above, where only the step's constants tell (under `jax.grad` of others).
                 return jax.lax.scan(body.step, body.init, xs, length, reverse, 1, _split_transpose)
@@ -131,9 +131,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
         return run
 
     key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, *_settings_key(settings))
-    staged = _staging.staged(
-        f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, forward=forward, whole=whole
-    )
+    staged = _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, whole=whole)
     return staged(init, xs)
 
 

@@ -100,7 +100,6 @@ def staged(
     *,
     unstaged_once: bool = False,
     by_structure: bool = False,
-    forward: bool = False,
     whole: bool = False,
 ) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
@@ -120,17 +119,16 @@ def staged(
     "Real test suites"). Inside `jit` both are the same program. With `by_structure` too, such
     an `f` is traced first and its call staged by the structure of its jaxpr instead
     (`_by_structure`): a closure made anew then reuses the program compiled for the one before.
-    `build` must then take any step that computes what `f` does (a `_trace.Replay`), and
-    `forward` says that the call is `_trace.forward_only` (`f` is traced so). With `whole` too,
-    `build` makes one loop of `f` (tracing `f` once, replaying it nowhere): the program itself
-    is traced and staged by structure instead (`_whole_by_structure`).
+    `build` must then take any step that computes what `f` does (a `_trace.Replay`). With
+    `whole` too, `build` makes one loop of `f` (tracing `f` once, replaying it nowhere): the
+    program itself is traced and staged by structure instead (`_whole_by_structure`).
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
     if unstaged_once and (handle is None or _made_anew(f, handle[0])):
         if by_structure and whole:
             return lambda init, xs: _whole_by_structure(build(lambda: f), key, init, xs)
         if by_structure:
-            return lambda init, xs: _by_structure(f, key, build, init, xs, forward)
+            return lambda init, xs: _by_structure(f, key, build, init, xs)
         return build(lambda: f)
     if handle is not None:
         owner, extra, get_f = handle
@@ -159,7 +157,7 @@ def staged(
     return call
 
 
-def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any, forward: bool = False) -> Any:
+def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any) -> Any:
     """`build`'s program for `f`, called on `(init, xs)`, staged and cached by the structure
     of `f`'s traced jaxpr (`_structure.key`) with its constants as arguments, and `key`.
 
@@ -171,7 +169,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any,
     """
     if jax.config.jax_disable_jit:
         return build(lambda: f)(init, xs)
-    traced = _trace.trace(f, init, xs, forward=forward)
+    traced = _trace.trace(f, init, xs)
     if traced is None:  # `build` traces `f` again and raises jax's own error
         return build(lambda: f)(init, xs)
     closed, out_tree, init = traced

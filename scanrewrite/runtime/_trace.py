@@ -81,8 +81,8 @@ class Replay:
         return _replay(self.closed, self.out_tree)(carry, x)
 
 
-#: The traces of steps traced for a call that nothing around can differentiate (`trace(...,
-#: forward=True)`), innermost last: a call inside such a step is not differentiated either.
+#: The traces of steps traced for a call that nothing around can differentiate
+#: (`marked_forward`), innermost last: a call inside such a step is not differentiated either.
 _forward_traces: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("forward_traces", default=())
 
 
@@ -105,10 +105,12 @@ def forward_only(tree: Any) -> bool:
 
 
 def marked_forward(f: Callable) -> Callable:
-    """`f`, marking the trace it is traced in as one that nothing differentiates (so that a
-    scan inside it sees its inputs as `undifferentiated`) while it runs."""
+    """`f` for a `forward_only` call: while it runs, the trace it is traced in is marked as one
+    that nothing differentiates, so that a scan inside it sees its inputs as `undifferentiated`
+    and builds what it builds on arrays (a loop without checkpoints, where it would keep
+    residuals for a backward pass that never comes)."""
 
-    @functools.wraps(f)
+    @functools.wraps(f, updated=())  # not `f`'s fields (an `equinox.Module`'s arrays)
     def step(carry, x):
         token = _forward_traces.set((*_forward_traces.get(), jax_core.trace_ctx.trace))
         try:
@@ -119,15 +121,10 @@ def marked_forward(f: Callable) -> Callable:
     return step
 
 
-def trace(f: Callable, init: Any, xs: Any, *, forward: bool = False) -> Traced | None:
+def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
     """`f` traced for the carry `init` and one slice of `xs`, as `jax.lax.scan` traces it:
     once, and once more where a weakly typed leaf of `init` changes dtype (the carry is then
-    promoted). None where `f` does not return a `(carry, y)` pair of `init`'s structure.
-    `forward`: the call is `forward_only`; a call inside `f` on values of its trace then is
-    too, and builds what it builds on arrays (a loop without checkpoints where it would keep
-    residuals for a backward pass that never comes)."""
-    if forward:
-        f = marked_forward(f)
+    promoted). None where `f` does not return a `(carry, y)` pair of `init`'s structure."""
     init = tree_util.tree_map(jnp.asarray, init)  # a Python scalar becomes a weakly typed array
     traced = _trace(f, init, xs)
     if traced is not None:
@@ -166,9 +163,7 @@ def read_consts(consts: Any) -> tuple[bool, tuple[bool, ...]]:
     return undifferentiated(consts), tuple(map(differentiated, consts))
 
 
-def body(
-    f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False, forward: bool = False
-) -> Body:
+def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
     """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
 
     Traces `f` once, and once more only where `jax.lax.scan` traces it again: when a weakly
@@ -181,7 +176,7 @@ def body(
     it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
     concrete values step by step, as `jax.lax.scan` then calls it. With `absorb`, a per-step
     checkpoint around all of `f` is taken off the replayed step and returned as
-    `Body.checkpoint`. `forward`: as `trace`. A `Replay` is not traced again.
+    `Body.checkpoint`. A `Replay` is not traced again.
     """
     if jax.config.jax_disable_jit:
         return Body(f, init)
@@ -189,7 +184,7 @@ def body(
         traced = Traced(f.closed, f.out_tree, tree_util.tree_map(jnp.asarray, init))
         constant, seen = f.constant, f.differentiated
     else:
-        traced = trace(f, init, xs, forward=forward)
+        traced = trace(f, init, xs)
         consts = () if traced is None else traced.closed.consts
         constant, seen = read_consts(consts)
     if traced is not None:
