@@ -4,7 +4,8 @@ Called eagerly on arrays (or under `jax.vmap` alone), a runtime scan on the CPU 
 `jax.lax.scan` of its step: there is no backward pass to keep memory for. A runtime scan inside
 that step (jax-cfd's `trajectory` of `repeated` steps) is traced on tracers, which could be
 differentiated in general; here it cannot, and it builds the same plain loop instead of
-checkpointed chunks that only cost compile time (`_trace.forward_only`).
+checkpointed chunks that only cost compile time (`_trace.forward_only`). Such a call's program,
+the loop of its step, is traced whole and staged by its structure (`_staging._whole_by_structure`).
 """
 
 import gc
@@ -49,8 +50,7 @@ def primitives(jaxpr) -> list[str]:
     return names
 
 
-#: An outer scan of `outer_step` eagerly, under `jax.vmap`, and under `jax.grad` of a value the
-#: steps close over (with an undifferentiated carry: only the trace around tells).
+#: An outer scan of `outer_step` eagerly and under `jax.vmap`.
 AROUND = {
     "eager": lambda c: scan(outer_step, c, XS, unroll=3),
     "vmap": lambda c: jax.vmap(lambda c: scan(outer_step, c, XS, unroll=3))(jnp.stack([c, c])),

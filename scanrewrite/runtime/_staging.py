@@ -8,7 +8,8 @@ it is not (`_inline`), so that the derivative jax takes of it stays one jitted f
 program jax caches. `jax.jit` caches its trace and its executable on the staged function, so
 the staged function is cached here, on `f` (weakly: the entry dies with `f`) and on a key of
 every static setting. A closure made anew on every call is cached by the structure of its
-traced jaxpr instead (`_by_structure`, `_structure`).
+traced jaxpr instead (`_by_structure`, `_structure`), or of the whole program's where that is
+one loop of it (`_whole_by_structure`).
 
 The cache key, built by the callers in `__init__`: a tuple of
 `(api, static arguments of the call..., Layout, *sorted(resolved settings.items()))`. The
