@@ -73,6 +73,12 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     # Called on arrays (or vmap's tracers of them), not on those of a transformation that
     # differentiates: see `run`.
     constant_inputs = _trace.undifferentiated((init, xs))
+    # Nothing around the call differentiates it, so nothing differentiates a scan inside `f`:
+    # those build what they build on arrays, as this one does (`_trace.forward_only`).
+    forward = _trace.forward_only((init, xs))
+    # The program is one loop of `f` (traced once, replayed nowhere): `_staging` traces the
+    # program itself instead of `f` first.
+    whole = layout.rolled_chunk and (forward or checkpoint is False)
 
     def build(get_f):
         def run(init, xs):
@@ -85,10 +91,13 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
                 block_wrapper = _chunks.wrapper(checkpoint is not False, prevent_cse=False)
                 return _levels.nested(loop, chunk, carry, chunked_xs, chunks, levels_here, reverse, block_wrapper)
 
-            if layout.rolled_chunk and checkpoint is False:
+            if whole:
                 # Rolled and not checkpointed, chunks only nest loops, and XLA:CPU then keeps
-                # the residuals of both loops (1.5x `lax.scan`'s memory): this is `lax.scan`.
-                return jax.lax.scan(get_f(), init, xs, length, reverse, 1, _split_transpose)
+                # the residuals of both loops (1.5x `lax.scan`'s memory); where nothing can
+                # differentiate the scan, there is no backward pass to keep memory for. Either
+                # way this is `lax.scan` of `f`, which compiles fastest and traces `f` once.
+                step = _trace.marked_forward(get_f()) if forward else get_f()
+                return jax.lax.scan(step, init, xs, length, reverse, 1, _split_transpose)
             n = scan_length(xs, length)
             xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
             # The chunks take over a per-step checkpoint around `f`, and its policy where the
@@ -96,8 +105,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             # recompute every step twice in the backward pass.
             body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
             if layout.rolled_chunk and constant_inputs and body.constant_consts:
-                # Nothing around this scan can differentiate it, so there is no backward pass to
-                # keep memory for: rolled, that is `lax.scan`, which compiles fastest.
+                # As above, where only the step's constants tell (under `jax.grad` of others).
                 return jax.lax.scan(body.step, body.init, xs, length, reverse, 1, _split_transpose)
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
             fitted = _memory.Fit(chunk_size(unroll, n))
@@ -122,8 +130,9 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
 
         return run
 
-    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, *_settings_key(settings))
-    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True)(init, xs)
+    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, *_settings_key(settings))
+    staged = _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, whole=whole)
+    return staged(init, xs)
 
 
 def scan(

@@ -8,7 +8,8 @@ it is not (`_inline`), so that the derivative jax takes of it stays one jitted f
 program jax caches. `jax.jit` caches its trace and its executable on the staged function, so
 the staged function is cached here, on `f` (weakly: the entry dies with `f`) and on a key of
 every static setting. A closure made anew on every call is cached by the structure of its
-traced jaxpr instead (`_by_structure`, `_structure`).
+traced jaxpr instead (`_by_structure`, `_structure`), or of the whole program's where that is
+one loop of it (`_whole_by_structure`).
 
 The cache key, built by the callers in `__init__`: a tuple of
 `(api, static arguments of the call..., Layout, *sorted(resolved settings.items()))`. The
@@ -94,7 +95,13 @@ def _made_anew(f: Callable, owner: Any) -> bool:
 
 
 def staged(
-    f: Callable, key: Hashable, build: _Build, *, unstaged_once: bool = False, by_structure: bool = False
+    f: Callable,
+    key: Hashable,
+    build: _Build,
+    *,
+    unstaged_once: bool = False,
+    by_structure: bool = False,
+    whole: bool = False,
 ) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
 
@@ -113,10 +120,14 @@ def staged(
     "Real test suites"). Inside `jit` both are the same program. With `by_structure` too, such
     an `f` is traced first and its call staged by the structure of its jaxpr instead
     (`_by_structure`): a closure made anew then reuses the program compiled for the one before.
-    `build` must then take any step that computes what `f` does (a `_trace.Replay`).
+    `build` must then take any step that computes what `f` does (a `_trace.Replay`). With
+    `whole` too, `build` makes one loop of `f` (tracing `f` once, replaying it nowhere): the
+    program itself is traced and staged by structure instead (`_whole_by_structure`).
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
     if unstaged_once and (handle is None or _made_anew(f, handle[0])):
+        if by_structure and whole:
+            return lambda init, xs: _whole_by_structure(build(lambda: f), key, init, xs)
         if by_structure:
             return lambda init, xs: _by_structure(f, key, build, init, xs)
         return build(lambda: f)
@@ -184,6 +195,43 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
 
         def run(consts, init, xs):
             return build(lambda: _trace.Replay(jaxpr, consts, out_tree, *seen))(init, xs)
+
+        fn = _structures[full_key] = jax.jit(run, inline=False)
+        if len(_structures) > MAX_STRUCTURES:
+            _structures.popitem(last=False)
+    else:
+        _structures.move_to_end(full_key)
+    return fn(list(closed.consts), init, xs)
+
+
+def _whole_by_structure(program: Callable, key: Hashable, init: Any, xs: Any) -> Any:
+    """`program(init, xs)`, staged and cached by the structure of its own traced jaxpr (with its
+    constants as arguments) and `key`, for a program that is one loop of `f`.
+
+    `_by_structure` traces `f` alone, and its staged function replays `f`'s equations into the
+    program it builds around them: where that program is only the loop of `f`, tracing the
+    program at once traces `f` as often (once), and the staged function binds only the loop's
+    equation again, which costs nothing beside the trace of `f` it saves.
+    """
+    if jax.config.jax_disable_jit or not _eager((init, xs)):
+        return program(init, xs)
+    closed, out = jax.make_jaxpr(program, return_shape=True)(init, xs)
+    out_tree = jax.tree_util.tree_structure(out)
+    structure = _structure.key(closed) if _eager(closed.consts) else None
+    full_key = ("whole", structure, out_tree, key)
+    try:
+        fn = None if structure is None else _structures.get(full_key)
+    except TypeError:  # an unhashable setting
+        structure = None
+    if structure is None:  # run as traced, in place
+        leaves = jax.tree_util.tree_leaves((init, xs))
+        return jax.tree_util.tree_unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves))
+    if fn is None:
+        jaxpr = bare_jaxpr(closed)  # no array is kept here
+
+        def run(consts, init, xs):
+            out = jax.core.eval_jaxpr(jaxpr, consts, *jax.tree_util.tree_leaves((init, xs)))
+            return jax.tree_util.tree_unflatten(out_tree, out)
 
         fn = _structures[full_key] = jax.jit(run, inline=False)
         if len(_structures) > MAX_STRUCTURES:

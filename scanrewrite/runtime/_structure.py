@@ -107,7 +107,13 @@ def _context(ctx: Any) -> Hashable:
     """An equation's context (compute type, mesh, metadata): every field it has, by value."""
     slots = getattr(type(ctx), "__slots__", None)
     if slots is None:
-        return _value(ctx)
+        # Older jax's context has no slots, and no equality but identity, while a loop's own
+        # equation gets a new one per trace: its public fields (the private ones hold the
+        # context managers that set those same fields).
+        fields = getattr(ctx, "__dict__", None)
+        if fields is None:
+            return _value(ctx)
+        return tuple((name, _value(v)) for name, v in fields.items() if not name.startswith("_"))
     return tuple((name, _value(getattr(ctx, name, None))) for name in slots if name != "__weakref__")
 
 
@@ -125,7 +131,10 @@ def _value(v: Any) -> Hashable:
     if isinstance(v, (tuple, list)):  # NamedTuples (dimension numbers) keep their type
         return (type(v), tuple(map(_value, v)))
     if isinstance(v, dict):
-        return (type(v), tuple(sorted(((name, _value(x)) for name, x in v.items()), key=repr)))
+        # By the names alone (a dict's are distinct): the repr of a value is that of a whole
+        # nested jaxpr's key, which costs more than the rest of the key.
+        items = sorted(v.items(), key=lambda item: repr(item[0]))
+        return (type(v), tuple((name, _value(x)) for name, x in items))
     if isinstance(v, (frozenset, set)):
         return (type(v), frozenset(map(_value, v)))
     if isinstance(v, (np.ndarray, jax.Array)):

@@ -17,13 +17,16 @@ make the backward pass recompute each step twice.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax._src.interpreters import batching
 
-from scanrewrite.runtime._compat import ClosedJaxpr, leading_slice, typeof
+from scanrewrite.runtime._compat import ClosedJaxpr, jax_core, leading_slice, typeof
 
 tree_util = jax.tree_util
 
@@ -78,6 +81,46 @@ class Replay:
         return _replay(self.closed, self.out_tree)(carry, x)
 
 
+#: The traces of steps traced for a call that nothing around can differentiate
+#: (`marked_forward`), innermost last: a call inside such a step is not differentiated either.
+_forward_traces: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("forward_traces", default=())
+
+
+def _in_forward_trace(tracer: Any) -> bool:
+    return any(tracer._trace is t for t in _forward_traces.get())
+
+
+def forward_only(tree: Any) -> bool:
+    """Whether nothing can differentiate a call on the leaves of `tree`, now or later: they are
+    `undifferentiated`, and the call is made eagerly, under `jax.vmap` alone, or inside a step
+    traced for such a call, so that nothing the step closes over is differentiated either.
+    Under `jax.grad` (or inside `jax.jit`, which may be differentiated from outside) it is not,
+    whatever the leaves are."""
+    if not undifferentiated(tree):
+        return False
+    current = jax_core.trace_ctx.trace
+    while isinstance(current, batching.BatchTrace):
+        current = current.parent_trace
+    return isinstance(current, jax_core.EvalTrace) or any(current is t for t in _forward_traces.get())
+
+
+def marked_forward(f: Callable) -> Callable:
+    """`f` for a `forward_only` call: while it runs, the trace it is traced in is marked as one
+    that nothing differentiates, so that a scan inside it sees its inputs as `undifferentiated`
+    and builds what it builds on arrays (a loop without checkpoints, where it would keep
+    residuals for a backward pass that never comes)."""
+
+    @functools.wraps(f, updated=())  # not `f`'s fields (an `equinox.Module`'s arrays)
+    def step(carry, x):
+        token = _forward_traces.set((*_forward_traces.get(), jax_core.trace_ctx.trace))
+        try:
+            return f(carry, x)
+        finally:
+            _forward_traces.reset(token)
+
+    return step
+
+
 def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
     """`f` traced for the carry `init` and one slice of `xs`, as `jax.lax.scan` traces it:
     once, and once more where a weakly typed leaf of `init` changes dtype (the carry is then
@@ -92,12 +135,13 @@ def trace(f: Callable, init: Any, xs: Any) -> Traced | None:
 
 
 def undifferentiated(tree: Any) -> bool:
-    """Whether no transformation can differentiate through the leaves of `tree`: arrays, or
-    `jax.vmap`'s tracers of arrays (tracers of `jit`, `grad` and the rest may be)."""
+    """Whether no transformation can differentiate through the leaves of `tree`: arrays,
+    tracers of a step traced for a `forward_only` call, or `jax.vmap`'s tracers of either
+    (tracers of `jit`, `grad` and the rest may be)."""
     for leaf in tree_util.tree_leaves(tree):
         while isinstance(leaf, jax.core.Tracer) and hasattr(leaf, "batch_dim"):  # vmap's tracer
             leaf = leaf.val
-        if isinstance(leaf, jax.core.Tracer):
+        if isinstance(leaf, jax.core.Tracer) and not _in_forward_trace(leaf):
             return False
     return True
 
