@@ -232,6 +232,34 @@ def test_jax_is_never_imported(tree: Path) -> None:
     assert "libcst" not in imported
 
 
+@pytest.mark.parametrize("args", [["--check"], [], ["--revert"]], ids=["check", "in place", "revert"])
+def test_a_run_imports_only_what_it_uses(tree: Path, args: list[str]) -> None:
+    """A run on one file spends much of its time importing: it imports no part of libcst's
+    codemod framework (`libcst.matchers` alone costs more than parsing 1,000 lines), no
+    pathspec where there is no `.gitignore`, no notebook support and no process pool for
+    Python files on one job, and never jax."""
+    if args == ["--revert"]:
+        (tree / "pkg/a.py").write_bytes(rewritten(SCAN))
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['scanrewrite', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('scanrewrite', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    code = exit.code\n"
+        "unwanted = ('jax', 'jaxlib', 'libcst.codemod', 'libcst.matchers', 'pathspec', 'scanrewrite.notebook',\n"
+        "            'concurrent.futures.process', 'multiprocessing')\n"
+        "loaded = sorted(name for name in sys.modules if name.startswith(unwanted))\n"
+        "print(code, 'libcst' in sys.modules, loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *args, "-j1", "pkg/a.py"], cwd=tree, capture_output=True, text=True, timeout=120
+    )
+    code = 1 if args == ["--check"] else 0
+    assert result.stdout == f"{code} True []\n", result.stderr
+    assert (tree / "pkg/a.py").read_bytes() == (rewritten(SCAN) if args == [] else SCAN.encode())
+
+
 @pytest.mark.parametrize(("no_color", "colored"), [(None, True), ("1", False)])
 def test_colour_on_a_terminal_unless_no_color(tree: Path, no_color: str | None, colored: bool) -> None:
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}

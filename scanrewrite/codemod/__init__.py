@@ -35,8 +35,10 @@ base of the rewrite, the revert and the write-back):
 - `_spelling`: how a reverted call names its API again, and the import that needs.
 - `_revert`: `revert`, the inverse of `rewrite` (`scanrewrite --revert`), and
   `write_picks`, the tuner's write-back that reverts where the original won.
-- `_command`: `ScanRewriteCommand`, the libcst codemod, imported only when asked for (the
-  rest never imports `libcst.codemod`, whose import costs more than parsing 1,000 lines).
+- `_command`: `ScanRewriteCommand`, the libcst codemod; no other part imports `libcst.codemod`.
+
+`_revert`, `_writeback` and `_command` are imported when one of their names is first asked
+for (`_LAZY`): `--check` and the rewrite in place need none of them.
 
 The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the details):
 
@@ -56,16 +58,17 @@ revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResu
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
-from scanrewrite.codemod._revert import revert, write_picks
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
-from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
 
 if TYPE_CHECKING:
     from scanrewrite.codemod._command import ScanRewriteCommand
+    from scanrewrite.codemod._revert import revert, write_picks
+    from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
 
 __all__ = [
     "RewriteResult",
@@ -84,13 +87,27 @@ __all__ = [
     "write_picks",
 ]
 
+#: The parts imported when one of their names is first asked for. A run of the command line
+#: on a few files spends much of its time importing: `--check` needs neither the revert nor
+#: the tuner's write-back, and only libcst's runner needs `ScanRewriteCommand`, a libcst
+#: codemod (any import of `libcst.codemod` imports `libcst.matchers`, which alone costs
+#: more than parsing a 1,000-line file).
+_LAZY = {
+    "ScanRewriteCommand": "_command",
+    "revert": "_revert",
+    "write_picks": "_revert",
+    "Settings": "_writeback",
+    "UnrollResult": "_writeback",
+    "read_unroll": "_writeback",
+    "set_settings": "_writeback",
+    "set_unroll": "_writeback",
+}
+
 
 def __getattr__(name: str) -> object:
-    # `ScanRewriteCommand` is a libcst codemod, and any import of `libcst.codemod` imports
-    # `libcst.matchers`, which costs more than parsing a 1,000-line file: only libcst's
-    # runner, which has imported them already, asks for it.
-    if name == "ScanRewriteCommand":
-        from scanrewrite.codemod._command import ScanRewriteCommand
-
-        return ScanRewriteCommand
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    part = _LAZY.get(name)
+    if part is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{part}"), name)
+    globals()[name] = value
+    return value
