@@ -32,8 +32,8 @@ class _KeepsLines:
     where they were; with `collapse_blank_lines`, blank lines only are dropped where that
     statement starts with blank lines of its own."""
 
-    def __init__(self, *args: object, collapse_blank_lines: bool = False) -> None:
-        super().__init__(*args)
+    def __init__(self, *, collapse_blank_lines: bool = False) -> None:
+        super().__init__()
         self._collapse = collapse_blank_lines
         self._pending: list[cst.EmptyLine] = []
         self._receivers: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
