@@ -7,7 +7,8 @@ Two parts, each a Markdown table on stdout (progress on stderr):
   `revert()` (of the rewritten file) and `scanrewrite --check -j1` on the file, each in a
   fresh process, as ratios of its CPU time and peak memory (`ru_maxrss` of the process) to
   a process that parses the same file with `libcst.parse_module` (run interleaved: parse,
-  rewrite, revert, check, parse, ...; the median of `--repeat`). Then a tree of `--tree`
+  rewrite, revert, check, parse, ...; the median of `--repeat`); `--check -j1` also against
+  a whole process that only imports libcst and parses the file (start-up included in both). Then a tree of `--tree`
   such files of 1,000 lines, `scanrewrite --check` with `-j1` and `-j2`, against one
   process parsing them all (CPU time of the whole process tree, and wall time).
 - The real tree (`--packages`, by default jax, numpy and libcst: about 1,700 files):
@@ -39,6 +40,8 @@ from _generated import generated_file  # noqa: E402
 
 #: What a child process does to a file (`--child OP PATH`), timed around the operation alone.
 _OPS = ("parse", "rewrite", "revert")
+#: A process that only imports libcst and parses the file named by its argument.
+_PARSE_PROCESS = "import sys, libcst; libcst.parse_module(open(sys.argv[1], 'rb').read())"
 
 
 def package_folder(name: str) -> str:
@@ -90,9 +93,13 @@ def child(op: str, path: str) -> None:
 
 
 def measure(op: str, path: Path) -> tuple[float, int]:
-    """CPU seconds and peak KiB of `op` on `path` in a fresh process (`check`: the command)."""
+    """CPU seconds and peak KiB of `op` on `path` in a fresh process (`check`: the command;
+    `parse process`: the whole of a process that imports libcst and parses the file)."""
     if op == "check":
         cpu, _, peak, _ = _run([sys.executable, "-m", "scanrewrite", "--check", "-j1", "-q", str(path)])
+        return cpu, peak
+    if op == "parse process":
+        cpu, _, peak, _ = _run([sys.executable, "-c", _PARSE_PROCESS, str(path)])
         return cpu, peak
     _, _, peak, out = _run([sys.executable, __file__, "--child", op, str(path)])
     return float(out.split()[0]), peak
@@ -131,7 +138,7 @@ def generated(args: argparse.Namespace) -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="scanrewrite-bench-"))
     cases = [(lines, density) for lines in args.lines for density in (1, 10)]
-    ops = ("parse", "rewrite", "revert", "check")
+    ops = ("parse", "rewrite", "revert", "check", "parse process")
     progress = Progress(len(cases) * len(ops) * args.repeat + (3 * args.repeat if args.tree else 0))
     rows = []
     for lines, density in cases:
@@ -149,13 +156,17 @@ def generated(args: argparse.Namespace) -> None:
         parse_peak = statistics.median(peak["parse"])
         text = path.read_text()
         row = [f"{len(text.splitlines()):,}", str(text.count("scan(")), f"{parse:.2f}"]
-        for op in ops[1:]:
+        for op in ("rewrite", "revert", "check"):
             row.append(f"{statistics.median(cpu[op]) / parse:.1f}x")
-        for op in ops[1:]:
+        row.append(f"{statistics.median(cpu['check']) / statistics.median(cpu['parse process']):.2f}x")
+        for op in ("rewrite", "revert", "check"):
             row.append(f"{statistics.median(peak[op]) / parse_peak:.2f}x")
         rows.append(row)
-    print("| lines | scan calls | parse CPU s | rewrite | revert | --check -j1 | rewrite memory | revert memory | --check memory |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| lines | scan calls | parse CPU s | rewrite | revert | --check -j1 | --check -j1 vs parse process "
+        "| rewrite memory | revert memory | --check memory |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     if args.tree:

@@ -14,19 +14,21 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst
 
-from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, revert, rewrite
-from scanrewrite.files import FileError, Source, check_decodable, read_source, write_file
+from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
+from scanrewrite.files import FileError, Source, check_decodable, is_notebook, read_source, write_file
 from scanrewrite.interrupts import deferred, init_worker, stopping_workers
 from scanrewrite.mode import Mode, WriteBack
-from scanrewrite.notebook import NotebookError, is_notebook, notebook_diff, rewrite_notebook
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
 from scanrewrite.targets import select
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 
 @functools.cache
@@ -54,6 +56,8 @@ def transform(mode: Mode) -> Callable[[bytes], RewriteResult]:
     """The pure transform `mode` asks for: `scanrewrite.codemod.rewrite` with its options, or
     `scanrewrite.codemod.revert`."""
     if mode.revert:
+        from scanrewrite.codemod import revert  # (imported only for a revert)
+
         return functools.partial(revert, line_length=mode.line_length, first_party=mode.first_party)
     return functools.partial(rewrite, **rewrite_options(mode))
 
@@ -130,6 +134,10 @@ def _rewrite_notebook_bytes(
     original: bytes, display: str, mode: Mode, write_back: WriteBack
 ) -> tuple[FileResult, bytes]:
     """`rewrite_bytes` for a Jupyter notebook: calls and errors are located as `cell N:line L`."""
+    # Imported for notebooks only, as the pool below for more than one job: a run on a few
+    # files spends much of its time importing.
+    from scanrewrite.notebook import NotebookError, notebook_diff, rewrite_notebook
+
     try:
         result = rewrite_notebook(original, transform=transform(mode), targets=mode.targets)
     except (NotebookError, SourceError) as exc:
@@ -241,6 +249,8 @@ def _outcome(task: Task, future: Future[tuple[FileResult, bytes | None]]) -> Fil
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         return ProcessPoolExecutor(max_workers=workers, initializer=init_worker)
     except (OSError, NotImplementedError):

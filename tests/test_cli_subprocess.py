@@ -206,20 +206,30 @@ def test_stdin(tree: Path) -> None:
     assert (result.returncode, result.stdout) == (1, b"")
 
 
+#: Runs the command (its arguments after the first two), then prints its exit code, whether the
+#: module named second was imported, and the imported modules whose names start with one of the
+#: comma-separated prefixes named first.
+_PROBE = (
+    "import runpy, sys\n"
+    "unwanted, needed = tuple(sys.argv[1].split(',')), sys.argv[2]\n"
+    "sys.argv = ['scanrewrite', *sys.argv[3:]]\n"
+    "try:\n"
+    "    runpy.run_module('scanrewrite', run_name='__main__')\n"
+    "except SystemExit as exit:\n"
+    "    code = exit.code\n"
+    "loaded = sorted(name for name in sys.modules if name.startswith(unwanted))\n"
+    "print(code, needed in sys.modules, loaded)\n"
+)
+
+
+def probed(cwd: Path, unwanted: tuple[str, ...], needed: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, ",".join(unwanted), needed, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
 def test_jax_is_never_imported(tree: Path) -> None:
-    probe = (
-        "import runpy, sys\n"
-        "sys.argv = ['scanrewrite', *sys.argv[1:]]\n"
-        "try:\n"
-        "    runpy.run_module('scanrewrite', run_name='__main__')\n"
-        "except SystemExit as exit:\n"
-        "    code = exit.code\n"
-        "loaded = sorted(name for name in sys.modules if name == 'jax' or name.startswith(('jax.', 'jaxlib')))\n"
-        "print(code, 'scanrewrite.codemod' in sys.modules, loaded)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe, "-j1", "pkg"], cwd=tree, capture_output=True, text=True, timeout=120
-    )
+    result = probed(tree, ("jax", "jaxlib"), "scanrewrite.codemod", "-j1", "pkg")
     assert result.stdout == "0 True []\n", result.stderr
     assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
     importtime = subprocess.run(
@@ -230,6 +240,30 @@ def test_jax_is_never_imported(tree: Path) -> None:
     assert not {name for name in imported if name == "jax" or name.startswith("jax.")}
     # --help does not even load the rewrite (libcst): the command starts at once.
     assert "libcst" not in imported
+
+
+@pytest.mark.parametrize("args", [["--check"], [], ["--revert"]], ids=["check", "in place", "revert"])
+def test_a_run_imports_only_what_it_uses(tree: Path, args: list[str]) -> None:
+    """A run on one file spends much of its time importing: it imports no part of libcst's
+    codemod framework (`libcst.matchers` alone costs more than parsing 1,000 lines), no
+    pathspec where there is no `.gitignore`, no notebook support and no process pool for
+    Python files on one job, and never jax."""
+    if args == ["--revert"]:
+        (tree / "pkg/a.py").write_bytes(rewritten(SCAN))
+    unwanted = (
+        "jax",
+        "jaxlib",
+        "libcst.codemod",
+        "libcst.matchers",
+        "pathspec",
+        "scanrewrite.notebook",
+        "concurrent.futures.process",
+        "multiprocessing",
+    )
+    result = probed(tree, unwanted, "libcst", *args, "-j1", "pkg/a.py")
+    code = 1 if args == ["--check"] else 0
+    assert result.stdout == f"{code} True []\n", result.stderr
+    assert (tree / "pkg/a.py").read_bytes() == (rewritten(SCAN) if args == [] else SCAN.encode())
 
 
 @pytest.mark.parametrize(("no_color", "colored"), [(None, True), ("1", False)])

@@ -18,22 +18,27 @@ base of the rewrite, the revert and the write-back):
 - `_splice`: a transformed module's bytes, the input's where a statement was kept.
 - `_parsing`: bytes to a libcst module and back, byte for byte; line numbers.
 - `_scopes`: libcst's scopes, analysed over only the top-level statements that can matter.
-- `_matchers`: libcst's matcher-decoratable visitors without their search per instance.
 - `_arguments`: what a call's arguments bind; adding keyword arguments in its layout.
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_checkpoints`: a per-step checkpoint around a scanned function; a loop already chunked
   and checkpointed by hand.
 - `_import_order`: where an added import goes, as import sorters would put it.
 - `_kept_imports`: the imports a user marked to keep (``# noqa``, ``import a as a``, ``__all__``).
+- `_import_edits`: the imports a transform schedules to add and to remove.
+- `_string_names`: the names written in ``__all__`` and in string annotations, as libcst reads them.
 - `_import_uses`: which imports the rewrite leaves unused, as libcst's import remover
   decides it, read off the scopes the rewrite already has.
+- `_import_removal`: removing imports, keeping the lines above them and those marked to keep.
 - `_imports`: the import the rewrite adds and the ones it leaves unused.
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.
 - `_spelling`: how a reverted call names its API again, and the import that needs.
 - `_revert`: `revert`, the inverse of `rewrite` (`scanrewrite --revert`), and
   `write_picks`, the tuner's write-back that reverts where the original won.
-- `_command`: `ScanRewriteCommand`, the libcst codemod.
+- `_command`: `ScanRewriteCommand`, the libcst codemod; no other part imports `libcst.codemod`.
+
+`_revert`, `_writeback` and `_command` are imported when one of their names is first asked
+for (`_LAZY`): `--check` and the rewrite in place need none of them.
 
 The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the details):
 
@@ -53,12 +58,17 @@ revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResu
 
 from __future__ import annotations
 
-from scanrewrite.codemod._command import ScanRewriteCommand
+import importlib
+from typing import TYPE_CHECKING
+
 from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
-from scanrewrite.codemod._revert import revert, write_picks
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
-from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
+
+if TYPE_CHECKING:
+    from scanrewrite.codemod._command import ScanRewriteCommand
+    from scanrewrite.codemod._revert import revert, write_picks
+    from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
 
 __all__ = [
     "RewriteResult",
@@ -76,3 +86,28 @@ __all__ = [
     "set_unroll",
     "write_picks",
 ]
+
+#: The parts imported when one of their names is first asked for. A run of the command line
+#: on a few files spends much of its time importing: `--check` needs neither the revert nor
+#: the tuner's write-back, and only libcst's runner needs `ScanRewriteCommand`, a libcst
+#: codemod (any import of `libcst.codemod` imports `libcst.matchers`, which alone costs
+#: more than parsing a 1,000-line file).
+_LAZY = {
+    "ScanRewriteCommand": "_command",
+    "revert": "_revert",
+    "write_picks": "_revert",
+    "Settings": "_writeback",
+    "UnrollResult": "_writeback",
+    "read_unroll": "_writeback",
+    "set_settings": "_writeback",
+    "set_unroll": "_writeback",
+}
+
+
+def __getattr__(name: str) -> object:
+    part = _LAZY.get(name)
+    if part is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{part}"), name)
+    globals()[name] = value
+    return value

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.metadata import MetadataWrapper
 
+from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._rewrite import Rewriter, check_options
+from scanrewrite.codemod._rewrite import SkipFile as SkipFilePragma
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
 
 __all__ = ["ScanRewriteCommand"]
@@ -89,14 +91,18 @@ class ScanRewriteCommand(VisitorBasedCodemodCommand):
         rewriter = Rewriter(
             self.unroll,
             self.checkpoint,
-            self.context,
+            ImportEdits(package=self.context.full_package_name),
             warn=self.warn,
             levels=self.levels,
             targets=self.targets,
             first_party=first_party,
             line_length=self.line_length,
         )
-        return rewriter.transform(MetadataWrapper(tree))
+        try:
+            return rewriter.transform(MetadataWrapper(tree))
+        except SkipFilePragma as pragma:
+            raise SkipFile(str(pragma)) from None
+
 
 def _positive_int(text: str) -> int:
     try:

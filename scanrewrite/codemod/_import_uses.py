@@ -10,25 +10,23 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Collection, Mapping
-from dataclasses import replace
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import GatherExportsVisitor, GatherNamesFromStringAnnotationsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_absolute_module_from_package_for_import, get_full_name_for_node
 from libcst.metadata import Assignment, GlobalScope, ImportAssignment, MetadataWrapper, Scope
 from libcst.metadata.scope_provider import _gen_dotted_names
 
+from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._parsing import python_tree
+from scanrewrite.codemod._string_names import Exports, StringAnnotationNames
 
 __all__ = ["NodeCollector", "policy_uses", "schedule_removal", "unused_after_edit"]
 
 
-def schedule_removal(context: CodemodContext, scopes: Mapping[cst.CSTNode, Scope | None], callee: cst.BaseExpression) -> None:
-    """What `RemoveImportsVisitor.remove_unused_import_by_node(context, callee)` does:
-    schedule the removal of every import that binds a name or attribute in `callee`, in
-    its scope or one around it (without building libcst's visitor, which costs more
-    than the rest of it)."""
+def schedule_removal(edits: ImportEdits, scopes: Mapping[cst.CSTNode, Scope | None], callee: cst.BaseExpression) -> None:
+    """What libcst's `RemoveImportsVisitor.remove_unused_import_by_node(context, callee)` does:
+    schedule (in `edits`) the removal of every import that binds a name or attribute in
+    `callee`, in its scope or one around it."""
     nodes: dict[cst.CSTNode, None] = {}  # in the order libcst's visitor meets them
     callee.visit(NodeCollector(nodes))
     for node in (node for node in nodes if isinstance(node, (cst.Name, cst.Attribute))):
@@ -40,34 +38,32 @@ def schedule_removal(context: CodemodContext, scopes: Mapping[cst.CSTNode, Scope
             for assignment in scope.assignments[node] or set():
                 imported = getattr(assignment, "node", None)
                 if isinstance(assignment, Assignment) and isinstance(imported, (cst.Import, cst.ImportFrom)):
-                    _schedule_aliases(context, local_name, imported)
+                    _schedule_aliases(edits, local_name, imported)
             if scope is scope.parent:
                 break
             scope = scope.parent
 
 
-def _schedule_aliases(context: CodemodContext, local_name: str, node: cst.Import | cst.ImportFrom) -> None:
+def _schedule_aliases(edits: ImportEdits, local_name: str, node: cst.Import | cst.ImportFrom) -> None:
     """Schedule the names of `node` that `local_name` reads (as libcst's `RemovedNodeVisitor`)."""
     if isinstance(node.names, cst.ImportStar):
         return
     module = None
     if isinstance(node, cst.ImportFrom):
-        module = get_absolute_module_from_package_for_import(context.full_package_name, node)
+        module = get_absolute_module_from_package_for_import(edits.package, node)
         if module is None:
             raise ValueError("Cannot look up absolute module from relative import!")
     for alias in node.names:
         prefix = alias.evaluated_name if alias.evaluated_alias is None else alias.evaluated_alias
         if local_name == prefix or local_name.startswith(f"{prefix}."):
             if module is None:
-                RemoveImportsVisitor.remove_unused_import(context, alias.evaluated_name, asname=alias.evaluated_alias)
+                edits.remove(alias.evaluated_name, asname=alias.evaluated_alias)
             else:
-                RemoveImportsVisitor.remove_unused_import(
-                    context, module, obj=alias.evaluated_name, asname=alias.evaluated_alias
-                )
+                edits.remove(module, obj=alias.evaluated_name, asname=alias.evaluated_alias)
 
 
 def unused_after_edit(
-    context: CodemodContext,
+    edits: ImportEdits,
     module: cst.Module,
     scopes: Mapping[cst.CSTNode, Scope | None],
     gone: list[cst.BaseExpression],
@@ -76,7 +72,7 @@ def unused_after_edit(
 ) -> dict[cst.ImportAlias, cst.Import | cst.ImportFrom]:
     """The import names that libcst's `GatherUnusedImportsVisitor` would find unused in
     `module` once the expressions in `gone` are replaced, among those whose removal is
-    scheduled in `context`, read off the scopes of `module` before the edit.
+    scheduled in `edits`, read off the scopes of `module` before the edit.
 
     `new_uses` are the scope assignments that the edit reads anew (``jax`` for a written
     checkpoint policy). A name stays in use as libcst has it: read elsewhere, listed in
@@ -84,7 +80,7 @@ def unused_after_edit(
     """
     scheduled = {
         name
-        for module_name, obj, _ in context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY, [])
+        for module_name, obj, _ in edits.removed
         for name in ((module_name,) if obj is None else (obj,))
     }
     if not scheduled:
@@ -131,7 +127,7 @@ def unused_after_edit(
     if unused:
         names = {name for alias in unused for name in _local_names(alias)}
         tree = getattr(scopes, "python_tree", None)
-        exported, annotated = _named_in_strings(context, module, names, module.code if code is None else code, tree)
+        exported, annotated = _named_in_strings(module, names, module.code if code is None else code, tree)
         # `__all__` names module-level names: it keeps no import in a function (as in ruff).
         unused = {
             alias: node
@@ -151,7 +147,7 @@ def _local_names(alias: cst.ImportAlias) -> list[str]:
 
 
 def _named_in_strings(
-    context: CodemodContext, module: cst.Module, names: set[str], code: str, tree: ast.Module | None = None
+    module: cst.Module, names: set[str], code: str, tree: ast.Module | None = None
 ) -> tuple[set[str], set[str]]:
     """Those of `names` that libcst counts as used by `__all__`, and those it counts as used
     by a string annotation.
@@ -163,14 +159,11 @@ def _named_in_strings(
     """
     if not any(name in code for name in names) or not _may_name(code, names, tree):
         return set(), set()
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    wrapper.resolve_many(GatherNamesFromStringAnnotationsVisitor.get_inherited_dependencies())
-    context = replace(context, wrapper=wrapper)
-    exports = GatherExportsVisitor(context)
+    exports = Exports()
     module.visit(exports)
-    annotations = GatherNamesFromStringAnnotationsVisitor(context)
-    module.visit(annotations)
-    return names & exports.explicit_exported_objects, names & annotations.names
+    annotations = StringAnnotationNames()
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(annotations)
+    return names & exports.names, names & annotations.names
 
 
 def _may_name(code: str, names: set[str], tree: ast.Module | None = None) -> bool:

@@ -34,12 +34,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator, runtime_partials
 from scanrewrite.codemod._arguments import remove_args
-from scanrewrite.codemod._imports import ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
+from scanrewrite.codemod._import_edits import ImportEdits
+from scanrewrite.codemod._import_removal import ImportPruner
+from scanrewrite.codemod._imports import apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
@@ -100,7 +100,7 @@ def revert(
     if not plans:
         return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
 
-    context = CodemodContext()
+    edits = ImportEdits()
     spellings = Spellings(parsed.module, calls.scopes, line_length, plans, calls.holders, calls.top_level)
     reverted = []
     for call, plan in plans.items():
@@ -116,7 +116,7 @@ def revert(
     if not plans:
         return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
     for name in spellings.import_top:
-        AddImportsVisitor.add_needed_import(context, name)
+        edits.add(name)
     gone = [call.args[0].value if call in partials else call.func for call in plans] + [arg.value for call, plan in plans.items() for arg in plan.dropped]
     unused = unused_imports(calls.scopes, gone)
     # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
@@ -128,7 +128,7 @@ def revert(
     dropped = whole_lines(parsed.module, unused)
     # An import a reverted call needs goes before the first statement with one.
     first_use = min((spellings.statement_of[call] for call in plans), default=None)
-    module = apply_scheduled_imports(module, context, first_use, dropped, first_party)
+    module = apply_scheduled_imports(module, edits, first_use, dropped, first_party)
     pruner = ImportPruner(unused, collapse_blank_lines=True)
     pruner.only_top_level(module, list(unused))
     module = module.visit(pruner)

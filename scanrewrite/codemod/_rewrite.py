@@ -12,14 +12,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, Scope
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
+from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
 from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
 from scanrewrite.layout import KeepLayout
@@ -28,10 +27,15 @@ from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
 
-__all__ = ["RewriteResult", "Rewriter", "Rewritten", "Skipped", "check_options", "rewrite"]
+__all__ = ["RewriteResult", "Rewriter", "Rewritten", "SkipFile", "Skipped", "check_options", "rewrite"]
 
 #: Why an outer scan over a checkpointed inner scan, and that inner scan, are left alone.
 CHUNKED = "already a checkpointed, chunked scan"
+
+
+class SkipFile(Exception):
+    """A skip-file pragma: the file is left as it is (`ScanRewriteCommand` raises libcst's
+    `SkipFile` for it)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def rewrite(
     if not may_rewrite(source, targets):
         return RewriteResult(source, (), ())
     options = {"levels": levels, "targets": targets, "first_party": first_party, "line_length": line_length}
-    rewriter = Rewriter(unroll, checkpoint, CodemodContext(), **options)
+    rewriter = Rewriter(unroll, checkpoint, ImportEdits(), **options)
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -154,7 +158,7 @@ class Rewriter:
         self,
         unroll: int,
         checkpoint: str | None,
-        context: CodemodContext,
+        edits: ImportEdits,
         warn: Callable[[str], None] | None = None,
         levels: int | str | None = None,
         targets: str | Collection[str] = DEFAULT_TARGETS,
@@ -171,7 +175,7 @@ class Rewriter:
         self.skipped: list[Skipped] = []
         #: The rewrite looks for the original APIs that are selected.
         self._by_qualified_name = {target.qualified_name: target for target in select(targets)}
-        self._context = context
+        self._edits = edits
         self._warn = warn
         self._scopes: Scopes | Mapping[cst.CSTNode, Scope | None] = {}
         self._resolver: Resolver | None = None
@@ -231,12 +235,12 @@ class Rewriter:
             return module
         applied_sites = {use.site: use for use in applied.values()}
         callees = [applied_sites[node].reference if node in applied_sites else node.func for node in calls]
-        dropped = schedule_import_removal(self._context, wrapper, self._scopes, callees)
+        dropped = schedule_import_removal(self._edits, module, self._scopes, callees)
         uses = policy_uses(self._scopes, {call: plan for call, (_, plan) in calls.items()})
-        unused = unused_after_edit(self._context, module, self._scopes, callees, uses, code)
+        unused = unused_after_edit(self._edits, module, self._scopes, callees, uses, code)
         replacer = _ReplaceCalls(calls, module, self.line_length, code, set(applied_sites), survey.holders)
         module = module.visit(replacer)
-        return apply_scheduled_imports(module, self._context, replacer.first_use, dropped, self.first_party, unused)
+        return apply_scheduled_imports(module, self._edits, replacer.first_use, dropped, self.first_party, unused)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
@@ -262,12 +266,12 @@ class Rewriter:
         if isinstance(plan, str):
             self._skip(line, plan)
             return None
-        AddImportsVisitor.add_needed_import(self._context, resolved.replacement.rpartition(".")[0])
+        self._edits.add(resolved.replacement.rpartition(".")[0])
         writes_policy = self.checkpoint not in (None, "none") and any(
             arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
         )
         if writes_policy and not self._scopes[call]["jax"]:
-            AddImportsVisitor.add_needed_import(self._context, "jax")
+            self._edits.add("jax")
         levels = pragma.levels if pragma.levels is not None else self.levels
         notes = []
         if levels is not None and "levels" not in resolved.keyword_only:

@@ -37,11 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
+from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._imports import apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines, top_level_indices
@@ -118,7 +117,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
         return UnrollResult(source, (), (), skipped)
 
     edits: dict[cst.Call, Settings] = {}
-    context = CodemodContext()
+    imports = ImportEdits()
     updated, unchanged, skipped = [], [], []
     for line in sorted(picks):
         calls = sites.by_line.get(line, [])
@@ -131,7 +130,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
                 assert isinstance(resolved, Target)
                 outcome = _new_args(call, resolved, picks[line])
                 if outcome is not None and not isinstance(outcome, str):
-                    outcome = _needs_jax(call, picks[line], sites, context) or outcome
+                    outcome = _needs_jax(call, picks[line], sites, imports) or outcome
             if isinstance(outcome, str):
                 reasons.append(outcome)
             elif outcome is not None:
@@ -148,7 +147,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
         return UnrollResult(source, (), tuple(unchanged), tuple(skipped))
     module = parsed.module.visit(_SetArgs(edits, sites.targets, parsed.module, line_length))
     first_use = min(top_level_indices(parsed.module, edits).values(), default=None)
-    module = apply_scheduled_imports(module, context, first_use)
+    module = apply_scheduled_imports(module, imports, first_use)
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
 
 
@@ -239,15 +238,15 @@ def _unroll_arg(call: cst.Call, target: Target) -> cst.Arg | None:
     return None
 
 
-def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, context: CodemodContext) -> str | None:
+def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, imports: ImportEdits) -> str | None:
     """Why a policy cannot be written into `call` (`jax` means something else there); else
-    None, with ``import jax`` scheduled in `context` where nothing binds `jax`."""
+    None, with ``import jax`` scheduled in `imports` where nothing binds `jax`."""
     if settings.checkpoint in (None, "none", "checkpoint"):
         return None
     if not sites.resolver.module_name_usable(call, "jax"):
         return "checkpoint policy needs `jax`, which is bound to something else here"
     if not sites.scopes[call]["jax"]:
-        AddImportsVisitor.add_needed_import(context, "jax")
+        imports.add("jax")
     return None
 
 

@@ -4,7 +4,7 @@ Sources stay bytes from the disk to the disk: the rewrite works on bytes, so a f
 encoding, byte-order mark, newlines and tabs come back exactly as they were.
 """
 
-from scanrewrite.files._discovery import DEFAULT_EXCLUDES, SUFFIXES, Discovery, Excludes
+from scanrewrite.files._discovery import DEFAULT_EXCLUDES, SUFFIXES, Discovery, Excludes, is_notebook
 from scanrewrite.files._io import FileError, Source, check_decodable, display_path, read_source, write_file
 from scanrewrite.files._project import (
     DEFAULT_LINE_LENGTH,
@@ -31,6 +31,7 @@ __all__ = [
     "find_pyproject",
     "first_party_names",
     "formatter_line_length",
+    "is_notebook",
     "read_config",
     "read_source",
     "write_file",

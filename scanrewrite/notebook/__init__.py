@@ -32,7 +32,7 @@ from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
 from scanrewrite.targets import DEFAULT_TARGETS, TARGETS
 
-__all__ = ["CellChange", "NotebookError", "NotebookResult", "is_notebook", "notebook_diff", "rewrite_notebook"]
+__all__ = ["CellChange", "NotebookError", "NotebookResult", "notebook_diff", "rewrite_notebook"]
 
 #: The top-level packages of the APIs the rewrite knows: the cell that imports from one
 #: of them is where the added import goes.
@@ -84,11 +84,6 @@ class NotebookResult:
     def changed(self) -> bool:
         """Whether any cell changed."""
         return bool(self.changes)
-
-
-def is_notebook(path: str) -> bool:
-    """Whether the file named `path` is read as a Jupyter notebook (by its suffix)."""
-    return path.endswith(".ipynb")
 
 
 def rewrite_notebook(
