@@ -60,9 +60,10 @@ def main() -> None:
         [metadata] = [name for name in names if name.endswith(".dist-info/METADATA")]
         fields = archive.read(metadata).decode().partition("\n\n")[0].splitlines()
     dist_info = metadata.rpartition("/")[0]
-    check(f"{dist_info}/licenses/LICENSE" in names, f"no LICENSE in {wheel.name}")
+    for license_file in ("LICENSE", "LICENSES/libcst-MIT.txt"):
+        check(f"{dist_info}/licenses/{license_file}" in names, f"no {license_file} in {wheel.name}")
     check("scanrewrite/py.typed" in names, f"no scanrewrite/py.typed in {wheel.name}")
-    check("License-Expression: Apache-2.0" in fields, "no License-Expression: Apache-2.0 in the metadata")
+    check("License-Expression: Apache-2.0 AND MIT" in fields, "no License-Expression: Apache-2.0 AND MIT in the metadata")
     check(any(field.startswith("Classifier: ") for field in fields), "no classifiers in the metadata")
     packages = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "scanrewrite").rglob("__init__.py")}
     missing = sorted(package for package in packages if f"{package}/__init__.py" not in names)
