@@ -28,8 +28,9 @@ _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def absorb(f: Callable, init: Any, xs: Any) -> tuple[Callable, Any]:
-    """(`f`, None), or, where `f`'s step holds exactly one top-level per-step checkpoint (and
-    no other), (a step computing the same with that checkpoint inlined, its policy or True)."""
+    """(a step computing what `f` computes, None), or, where `f`'s step holds exactly one
+    top-level per-step checkpoint (and no other), (that step with the checkpoint inlined, its
+    policy or True). `f` is traced here once and never again: the step replays its trace."""
     if jax.config.jax_disable_jit:
         return f, None
     carry = tree_util.tree_map(lambda leaf: typeof(jax.numpy.asarray(leaf)), init)
@@ -44,11 +45,14 @@ def absorb(f: Callable, init: Any, xs: Any) -> tuple[Callable, Any]:
         return found
     closed, out = jax.make_jaxpr(f, return_shape=True)(carry, x)
     checkpoints = [i for i, eqn in enumerate(closed.jaxpr.eqns) if eqn.primitive.name in CHECKPOINT_PRIMITIVES]
+    out_tree = tree_util.tree_structure(out)
     if len(checkpoints) != 1 or closed.jaxpr.eqns[checkpoints[0]].params.get("differentiated"):
-        found = (f, None)
+        # Not `f` itself: a Flax step traced a second time draws other RNG keys (`init`
+        # would give other parameters than Flax's own scan).
+        found = (_replayed(closed, None, out_tree), None)
     else:
         eqn = closed.jaxpr.eqns[checkpoints[0]]
-        found = (_inlined(closed, checkpoints[0], tree_util.tree_structure(out)), eqn.params["policy"] or True)
+        found = (_replayed(closed, checkpoints[0], out_tree), eqn.params["policy"] or True)
     try:
         _cache.setdefault(f, {})[key] = found
     except TypeError:
@@ -56,9 +60,9 @@ def absorb(f: Callable, init: Any, xs: Any) -> tuple[Callable, Any]:
     return found
 
 
-def _inlined(closed: Any, index: int, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
-    """The traced step as a function, its equation `index` (a checkpoint) replaced by the
-    equations inside it."""
+def _replayed(closed: Any, index: int | None, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """The traced step as a function, its equation `index` (a checkpoint), if any, replaced by
+    the equations inside it."""
     jaxpr = closed.jaxpr
 
     def step(carry, x):
