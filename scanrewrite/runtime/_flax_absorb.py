@@ -16,7 +16,7 @@ from typing import Any
 import jax
 
 from scanrewrite.runtime._compat import leading_slice, typeof
-from scanrewrite.runtime._trace import CHECKPOINT_PRIMITIVES
+from scanrewrite.runtime._trace import CHECKPOINT_PRIMITIVES, replay_step
 
 __all__ = ["absorb"]
 
@@ -49,10 +49,10 @@ def absorb(f: Callable, init: Any, xs: Any) -> tuple[Callable, Any]:
     if len(checkpoints) != 1 or closed.jaxpr.eqns[checkpoints[0]].params.get("differentiated"):
         # Not `f` itself: a Flax step traced a second time draws other RNG keys (`init`
         # would give other parameters than Flax's own scan).
-        found = (_replayed(closed, None, out_tree), None)
+        found = (replay_step(closed, out_tree), None)
     else:
         eqn = closed.jaxpr.eqns[checkpoints[0]]
-        found = (_replayed(closed, checkpoints[0], out_tree), eqn.params["policy"] or True)
+        found = (_inlined(closed, checkpoints[0], out_tree), eqn.params["policy"] or True)
     try:
         _cache.setdefault(f, {})[key] = found
     except TypeError:
@@ -60,9 +60,9 @@ def absorb(f: Callable, init: Any, xs: Any) -> tuple[Callable, Any]:
     return found
 
 
-def _replayed(closed: Any, index: int | None, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
-    """The traced step as a function, its equation `index` (a checkpoint), if any, replaced by
-    the equations inside it."""
+def _inlined(closed: Any, index: int, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """The traced step as a function, its equation `index` (a checkpoint) replaced by the
+    equations inside it."""
     jaxpr = closed.jaxpr
 
     def step(carry, x):

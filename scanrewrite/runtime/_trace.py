@@ -78,7 +78,7 @@ class Replay:
         self.out_tree, self.constant, self.differentiated = out_tree, constant, differentiated
 
     def __call__(self, carry: Any, x: Any) -> tuple[Any, Any]:
-        return _replay(self.closed, self.out_tree)(carry, x)
+        return replay_step(self.closed, self.out_tree)(carry, x)
 
 
 #: The traces of steps traced for a call that nothing around can differentiate
@@ -198,7 +198,7 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
             if inner is not None:
                 policy = inner.params["policy"] or True
                 return Body(_replay_inner(closed, inner, out_tree), init, policy, closed, constant, seen)
-            return Body(_replay(closed, out_tree), init, None, closed, constant, seen)
+            return Body(replay_step(closed, out_tree), init, None, closed, constant, seen)
     jax.lax.scan(f, init, xs)  # raises jax's own error for what `f` returned
     raise TypeError(f"scan: `f` must return a (carry, y) pair with the carry's structure and types, f={f!r}")
 
@@ -237,7 +237,7 @@ def _promote(init: Any, closed: Any, *, same_dtype: bool) -> Any:
     return tree_util.tree_unflatten(tree_util.tree_structure(init), promoted) if changed else init
 
 
-def _replay(closed: Any, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+def replay_step(closed: Any, out_tree: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
     """The traced `f` as a function again: its equations bound anew on every call."""
     jaxpr, consts = closed.jaxpr, closed.consts
 
