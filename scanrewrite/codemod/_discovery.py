@@ -168,6 +168,12 @@ def call_pragma(pragmas: Mapping[int, Pragma], first: int, last: int) -> Pragma:
     return pragma
 
 
+#: The node types a `NodeIndex` notes, and those whose extent it notes (libcst's node
+#: classes are final: a node's exact type is one of these or not).
+_INDEXED = frozenset([cst.Call, cst.FunctionDef, cst.Assign, cst.AnnAssign, cst.Lambda])
+_EXTENDED = frozenset([cst.FunctionDef, cst.Lambda])
+
+
 class NodeIndex:
     """What a walk of a module in libcst's order learns for `_checkpoints`: the order of its
     calls, defs and name assignment targets, the value assigned to each such target, and
@@ -236,14 +242,15 @@ class Survey(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._path.append(node)
         self._visited += 1
-        if self.index is not None:
+        # By exact type: this runs for every node of the statements walked.
+        if self.index is not None and type(node) in _INDEXED:
             self.index.enter(node, self._visited)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
         self._path.pop()
-        if self.index is not None and original_node in self.index.extents:
+        if self.index is not None and type(original_node) in _EXTENDED:
             start, _ = self.index.extents[original_node]
             self.index.extents[original_node] = (start, self._visited)
 
