@@ -185,7 +185,7 @@ class NodeIndex:
         self.order: dict[cst.CSTNode, int] = {}
         #: The value assigned to each name target in `order`.
         self.values: dict[cst.CSTNode, cst.BaseExpression] = {}
-        #: The preorder numbers of the first and past the last node of each def and lambda.
+        #: The preorder numbers of the first and the last node of each def and lambda.
         self.extents: dict[cst.CSTNode, tuple[int, int]] = {}
         #: The preorder number of each found call and reference.
         self.found_at: dict[cst.CSTNode, int] = {}
@@ -208,8 +208,7 @@ class NodeIndex:
             self.values[target] = value
 
     def inside(self, function: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        """The found nodes within the def or lambda `function` (itself included), in the
-        order they are visited."""
+        """The found nodes within the def or lambda `function`, in the order they are visited."""
         start, end = self.extents[function]
         # Found nodes are numbered as they are entered, so `found_at` is in preorder.
         numbers = list(self.found_at.values())
