@@ -485,3 +485,33 @@ def test_verbose_and_summary_say_what_was_absorbed_and_left(project, capsys):
     assert "model.py:3: rewritten\n" in err
     assert err.count("model.py:4: skipped (already a checkpointed, chunked scan)\n") == 2
     assert err.endswith("1 file rewritten (2 scan calls, 1 per-step checkpoint absorbed), 2 calls skipped\n")
+
+
+def _case_sources():
+    for case in [*ABSORBED, *NOT_WRAPPED, *SKIPS, *HAND_CHUNKED]:
+        values = case.values if hasattr(case, "values") else (case,)
+        yield _src(values[0])
+
+
+def test_the_survey_index_answers_as_walks_of_each_scope():
+    """The survey's `NodeIndex` (one walk of the module) gives every case the same per-step
+    checkpoints and hand-chunked loops as walking each function on its own."""
+    import libcst as cst
+
+    from scanrewrite.codemod._checkpoints import read_bodies
+    from scanrewrite.codemod._discovery import Resolver, take_survey
+    from scanrewrite.codemod._scopes import module_scopes
+    from scanrewrite.targets import select
+
+    checked = 0
+    for source in _case_sources():
+        module = cst.parse_module(source)
+        scopes = module_scopes(module, module.code)
+        resolver = Resolver(scopes, {target.qualified_name: target for target in select(TARGET_NAMES)})
+        survey = take_survey(module, scopes, resolver.resolve, index=True)
+        assert survey.index is not None
+        walked = read_bodies(scopes.analysed, scopes, resolver, survey.found)
+        indexed = read_bodies(scopes.analysed, scopes, resolver, survey.found, survey.index)
+        assert indexed == walked, source
+        checked += bool(walked[0] or walked[1])
+    assert checked > 10

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import Scope
 
-from scanrewrite.codemod._discovery import Resolver
+from scanrewrite.codemod._discovery import NodeIndex, Resolver
 from scanrewrite.targets import Target
 from scanrewrite.wrappers import PARTIAL, WRAPPERS, Wrapper
 
@@ -68,15 +68,16 @@ def read_bodies(
     scopes: Mapping[cst.CSTNode, Scope | None],
     targets: Resolver[Target],
     found: Sequence[tuple[cst.CSTNode, Target | str]],
+    index: NodeIndex | None = None,
 ) -> tuple[dict[cst.Call, PerStep], set[cst.CSTNode]]:
     """The per-step checkpoint of each scan call in `found` (the survey's calls and
     references) that has one, and the calls and references of hand-chunked loops: the
-    outer scans and the scans inside them."""
+    outer scans and the scans inside them. `index` is the survey's of `module`, where it took one."""
     calls = [(node, target) for node, target in found if isinstance(node, cst.Call) and isinstance(target, Target)]
     per_step: dict[cst.Call, PerStep] = {}
     chunked: set[cst.CSTNode] = set()
     if calls:
-        checkpoints = Checkpoints(module, scopes, targets, [node for node, _ in found])
+        checkpoints = Checkpoints(module, scopes, targets, [node for node, _ in found], index)
         for call, target in calls:
             body = checkpoints.body(call, target)
             if isinstance(body, HandChunked):
@@ -115,7 +116,8 @@ class _Found:
 
 class Checkpoints:
     """The per-step checkpoints of one module's scan calls. `found` are the nodes that
-    resolve to a scan target (calls and other references)."""
+    resolve to a scan target (calls and other references); `index`, where the caller has
+    it, is the survey's `NodeIndex` of all of `module`."""
 
     def __init__(
         self,
@@ -123,6 +125,7 @@ class Checkpoints:
         scopes: Mapping[cst.CSTNode, Scope | None],
         targets: Resolver[Target],
         found: Collection[cst.CSTNode],
+        index: NodeIndex | None = None,
     ) -> None:
         self._scopes = scopes
         self._wrappers = Resolver(scopes, _NAMES)
@@ -134,10 +137,17 @@ class Checkpoints:
         self._orders: dict[cst.CSTNode, dict[cst.CSTNode, int]] = {}
         #: The value assigned to each name target of the indexed nodes.
         self._values: dict[cst.CSTNode, cst.BaseExpression] = {}
+        self._index = index
+        if index is not None:
+            # One order over the whole module orders each scope's nodes as its own would,
+            # and a binding is only looked for among its scope's nodes.
+            self._orders[module] = index.order
+            self._values = index.values
 
     def _order(self, scope: Scope, site: cst.CSTNode) -> dict[cst.CSTNode, int]:
         """The order of the nodes in `scope`'s node, which holds `site` (else of the module's)."""
-        for node in (getattr(scope, "node", self._module), self._module):
+        nodes = (self._module,) if self._index is not None else (getattr(scope, "node", self._module), self._module)
+        for node in nodes:
             if node not in self._orders:
                 index = _Index()
                 node.visit(index)
@@ -244,6 +254,8 @@ class Checkpoints:
         if depth > _MAX_DEPTH:
             return ()
         if isinstance(function, (cst.FunctionDef, cst.Lambda)):
+            if self._index is not None and function in self._index.extents:
+                return self._index.inside(function)
             collector = _Collector(self._found)
             function.visit(collector)
             return tuple(collector.inside)

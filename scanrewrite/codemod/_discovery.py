@@ -9,6 +9,7 @@ and other references that resolve; `call_pragma` is the pragma that applies to a
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 from collections.abc import Callable, Collection, Mapping
 from typing import Generic, NamedTuple, TypeVar
@@ -20,7 +21,7 @@ from scanrewrite.codemod._parsing import python_tree
 from scanrewrite.pragmas import Pragma
 from scanrewrite.targets import DEFAULT_TARGETS, Target, select
 
-__all__ = ["Resolver", "Survey", "binds_package", "call_pragma", "may_rewrite", "read_pragmas", "take_survey"]
+__all__ = ["NodeIndex", "Resolver", "Survey", "binds_package", "call_pragma", "may_rewrite", "read_pragmas", "take_survey"]
 
 
 class _Spelling(NamedTuple):
@@ -167,11 +168,59 @@ def call_pragma(pragmas: Mapping[int, Pragma], first: int, last: int) -> Pragma:
     return pragma
 
 
+#: The node types a `NodeIndex` notes, and those whose extent it notes (libcst's node
+#: classes are final: a node's exact type is one of these or not).
+_INDEXED = frozenset([cst.Call, cst.FunctionDef, cst.Assign, cst.AnnAssign, cst.Lambda])
+_EXTENDED = frozenset([cst.FunctionDef, cst.Lambda])
+
+
+class NodeIndex:
+    """What a walk of a module in libcst's order learns for `_checkpoints`: the order of its
+    calls, defs and name assignment targets, the value assigned to each such target, and
+    which found nodes lie inside each def and lambda. Relative order within a subtree is
+    the same as in a walk of that subtree alone."""
+
+    def __init__(self) -> None:
+        #: Each call, def and name target of an assignment, by the order it is visited in.
+        self.order: dict[cst.CSTNode, int] = {}
+        #: The value assigned to each name target in `order`.
+        self.values: dict[cst.CSTNode, cst.BaseExpression] = {}
+        #: The preorder numbers of the first and the last node of each def and lambda.
+        self.extents: dict[cst.CSTNode, tuple[int, int]] = {}
+        #: The preorder number of each found call and reference.
+        self.found_at: dict[cst.CSTNode, int] = {}
+
+    def enter(self, node: cst.CSTNode, number: int) -> None:
+        """Note `node`, visited `number`th."""
+        if isinstance(node, (cst.Call, cst.FunctionDef)):
+            self.order[node] = len(self.order)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._bind(target.target, node.value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._bind(node.target, node.value)
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            self.extents[node] = (number, number)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.order[target] = len(self.order)
+            self.values[target] = value
+
+    def inside(self, function: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        """The found nodes within the def or lambda `function`, in the order they are visited."""
+        start, end = self.extents[function]
+        # Found nodes are numbered as they are entered, so `found_at` is in preorder.
+        numbers = list(self.found_at.values())
+        nodes = list(self.found_at)
+        return tuple(nodes[bisect.bisect_left(numbers, start) : bisect.bisect_right(numbers, end)])
+
+
 class Survey(cst.CSTVisitor):
     """The calls and the other references that resolve to a target, in the order they
     are reported: a reference when it is visited, a call when it is left."""
 
-    def __init__(self, resolve: Callable[[cst.BaseExpression], Target | str | None]) -> None:
+    def __init__(self, resolve: Callable[[cst.BaseExpression], Target | str | None], index: bool = False) -> None:
         super().__init__()
         self._resolve = resolve
         self._callees: dict[cst.BaseExpression, Target | str] = {}
@@ -183,17 +232,31 @@ class Survey(cst.CSTVisitor):
         #: The top-level statement that holds each found node.
         self.top_level: dict[cst.CSTNode, cst.CSTNode] = {}
         self._path: list[cst.CSTNode] = []
+        #: With `index`, what `NodeIndex` promises, read on this same walk (a walk of its own
+        #: costs about as much as parsing the statements it walks).
+        self.index = NodeIndex() if index else None
+        #: How many nodes were visited so far (the preorder number of the node being visited).
+        self._visited = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._path.append(node)
+        self._visited += 1
+        # By exact type: this runs for every node of the statements walked.
+        if self.index is not None and type(node) in _INDEXED:
+            self.index.enter(node, self._visited)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
         self._path.pop()
+        if self.index is not None and type(original_node) in _EXTENDED:
+            start, _ = self.index.extents[original_node]
+            self.index.extents[original_node] = (start, self._visited)
 
     def _found(self, node: cst.Call | cst.Name | cst.Attribute, resolved: Target | str) -> None:
         self.found.append((node, resolved))
+        if self.index is not None and not isinstance(node, cst.Call):
+            self.index.found_at[node] = self._visited
         self.holders.update(self._path)
         if len(self._path) > 1 and isinstance(self._path[0], cst.Module):
             self.top_level[node] = self._path[1]
@@ -208,6 +271,9 @@ class Survey(cst.CSTVisitor):
         resolved = self._resolve(node.func)
         if resolved is not None:
             self._callees[node.func] = resolved
+            if self.index is not None:
+                # Found when it is left, a call has its place where it is entered.
+                self.index.found_at[node] = self._visited
 
     def leave_Call(self, original_node: cst.Call) -> None:
         resolved = self._callees.get(original_node.func)
@@ -229,10 +295,13 @@ class Survey(cst.CSTVisitor):
 
 
 
-def take_survey(module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], resolve: Callable) -> Survey:
+def take_survey(
+    module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], resolve: Callable, index: bool = False
+) -> Survey:
     """The `Survey` of `module` with `resolve`, walking only the statements `scopes` analysed
-    (`Scopes.analysed`): no other holds a name that resolves."""
-    found = Survey(resolve)
+    (`Scopes.analysed`): no other holds a name that resolves. With `index`, its `index` is
+    the `NodeIndex` of those statements."""
+    found = Survey(resolve, index)
     getattr(scopes, "analysed", module).visit(found)
     found.holders.add(module)
     return found

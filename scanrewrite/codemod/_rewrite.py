@@ -195,7 +195,8 @@ class Rewriter:
         self._scopes = scopes = module_scopes(module, code, tree)
         self._resolver = resolver = Resolver(self._scopes, self._by_qualified_name)
         comments = pragma_comments(module, code) if "scanrewrite" in code else []
-        survey = take_survey(module, scopes, resolver.resolve)
+        wraps = may_wrap(code)
+        survey = take_survey(module, scopes, resolver.resolve, index=wraps)
         self._lines = node_lines(module, {node for node, _ in (*comments, *survey.found)}, survey.top_level, scopes.starts)
         self._pragmas, skip_file = read_pragmas(comments, self._lines)
         if skip_file is not None:
@@ -205,8 +206,8 @@ class Rewriter:
         for node, _ in survey.found:
             start, end = self._lines[node]
             self._call_lines.update((start, end) if isinstance(node, cst.Call) else (start,))
-        if may_wrap(code):
-            self._per_step, self._chunked = read_bodies(scopes.analysed, scopes, resolver, survey.found)
+        if wraps:
+            self._per_step, self._chunked = read_bodies(scopes.analysed, scopes, resolver, survey.found, survey.index)
         calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]] = {}
         applied, remats = find_flax(scopes.analysed, scopes, survey.found) if "flax" in code else ({}, {})
         self._flax_remat.update(remats)

@@ -32,23 +32,39 @@ _BRACKETS = {
 
 
 class _Tokens(CodegenState):
-    """Code generation that keeps each token with the nodes it is generated inside."""
+    """Code generation that keeps each token with the nodes it is generated inside, the
+    outermost f-string among them, and those of them that are in `wrapped` or are
+    conditional expressions (what may take black's invisible parentheses)."""
 
-    def __init__(self, module: cst.Module, indent: str) -> None:
+    def __init__(self, module: cst.Module, indent: str, wrapped: set[cst.CSTNode]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.indent_tokens = [indent]
         self.stack: list[cst.CSTNode] = []
-        self.events: list[tuple[str, tuple[cst.CSTNode, ...]]] = []
+        self._wrapped = wrapped
+        # Kept beside the stack, as a token is added for each few nodes generated: looking
+        # them up in the stack for each token costs as much as generating the code.
+        self._strings: list[cst.CSTNode] = []
+        self._candidates: list[cst.CSTNode] = []
+        self.events: list[tuple[str, tuple[cst.CSTNode, ...], cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = []
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         self.stack.append(node)
+        if type(node) is cst.FormattedString:
+            self._strings.append(node)
+        if type(node) is cst.IfExp or node in self._wrapped:
+            self._candidates.append(node)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         self.stack.pop()
+        if self._strings and self._strings[-1] is node:
+            self._strings.pop()
+        if self._candidates and self._candidates[-1] is node:
+            self._candidates.pop()
 
     def add_token(self, value: str) -> None:
         super().add_token(value)
-        self.events.append((value, tuple(self.stack)))
+        outer = self._strings[0] if self._strings else None
+        self.events.append((value, tuple(self.stack), outer, tuple(self._candidates)))
 
 
 def statement_leaves(
@@ -64,18 +80,17 @@ def statement_leaves(
     if not isinstance(small.semicolon, cst.MaybeSentinel):
         raise CannotLayOut("a semicolon")
     wrapped, visible = _optional_parentheses(small, bare_tuple)
-    state = _Tokens(module, indent)
+    state = _Tokens(module, indent, wrapped)
     statement.with_changes(leading_lines=())._codegen(state)
     text = re.sub(r"\r\n?", "\n", "".join(state.tokens)).rstrip("\n")
     leaves: list[Leaf] = []
     owners: list[tuple[cst.CSTNode, ...]] = []
     whitespace, broken = "", False
     string: tuple[cst.CSTNode, Leaf] | None = None
-    for value, stack in state.events:
+    for value, stack, outer, candidates in state.events:
         top = stack[-1]
         if len(stack) > 1 and stack[1] is statement.trailing_whitespace:
             continue
-        outer = next((node for node in stack if isinstance(node, cst.FormattedString)), None)
         if outer is not None and string is not None and string[0] is outer:
             string[1].value += value
             continue
@@ -98,7 +113,7 @@ def statement_leaves(
         if kind in "()" and top in visible:
             leaf.value, leaf.role = "", "atom"
         leaves.append(leaf)
-        owners.append(tuple(node for node in stack if node in wrapped or _wraps_itself(node, stack)))
+        owners.append(tuple(node for node in candidates if node in wrapped or _wraps_itself(node, stack)))
         whitespace, broken = (" " if default_comma else ""), False
         string = (outer, leaf) if outer is not None else None
     if any("\n" in leaf.value or "\r" in leaf.value for leaf in leaves):
