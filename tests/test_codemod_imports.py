@@ -680,29 +680,6 @@ def test_first_party_names_are_the_folders_and_modules_at_the_root_and_in_src(tm
 KEPT = [
     pytest.param(
         """\
-        from typing import TYPE_CHECKING
-
-        import jax
-
-        if TYPE_CHECKING:
-            import jax
-
-        y = jax.lax.scan(f, c, xs)
-        """,
-        """\
-        from typing import TYPE_CHECKING
-
-        import scanrewrite.runtime
-
-        if TYPE_CHECKING:
-            import jax
-
-        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
-        """,
-        id="an import for type checkers, which never runs: no call read it",
-    ),
-    pytest.param(
-        """\
         import jax
 
         # lax, for the users of this module

@@ -497,30 +497,6 @@ REVERT = [
     ),
     pytest.param(
         """\
-        from typing import TYPE_CHECKING
-
-        import scanrewrite.runtime
-        from jax.lax import scan as s
-
-        if TYPE_CHECKING:
-            import jax
-
-        y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable)
-        """,
-        """\
-        from typing import TYPE_CHECKING
-
-        from jax.lax import scan as s
-
-        if TYPE_CHECKING:
-            import jax
-
-        y = s(f, c, xs)
-        """,
-        id="an import the rewrite cannot have added stays, though nothing reads it now",
-    ),
-    pytest.param(
-        """\
         import scanrewrite.runtime
 
         try:

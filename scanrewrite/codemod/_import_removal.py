@@ -85,24 +85,14 @@ class _KeepsLines:
         return updated
 
 
-def _is_type_checking(test: cst.BaseExpression) -> bool:
-    """Whether `test` is `TYPE_CHECKING` or `<module>.TYPE_CHECKING`."""
-    name = test.attr if isinstance(test, cst.Attribute) else test
-    return isinstance(name, cst.Name) and name.value == "TYPE_CHECKING"
-
-
 class _KeepsMarked:
     """For a transformer that removes imports: `_kept(node)` are the aliases of the import
-    `node` the user marked to keep (`kept_aliases`), or all of them under `if TYPE_CHECKING:`,
-    which it must not remove."""
+    `node` the user marked to keep (`kept_aliases`), which it must not remove."""
 
     _exports: frozenset[str] = frozenset()
     _statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
     #: How many functions and classes deep the visit is: `__all__` names module-level names.
     _depth = 0
-    #: The bodies of `if TYPE_CHECKING:` the visit is in: what they import never runs, so no
-    #: call read it, and the rewrite adds nothing there (for type checkers, the user's).
-    _type_checking: tuple[cst.CSTNode, ...] = ()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Module):
@@ -111,21 +101,15 @@ class _KeepsMarked:
             self._statement = node
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self._depth += 1
-        elif isinstance(node, cst.If) and _is_type_checking(node.test):
-            self._type_checking += (node.body,)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:
         if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
             self._depth -= 1
-        elif self._type_checking and original_node is self._type_checking[-1]:
-            self._type_checking = self._type_checking[:-1]
         return super().on_leave(original_node, updated_node)
 
     def _kept(self, node: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
         assert self._statement is not None
-        if self._type_checking:
-            return list(node.names) if isinstance(node.names, Sequence) else []
         return kept_aliases(self._statement, node, self._exports if self._depth == 0 else ())
 
 
