@@ -116,12 +116,14 @@ def _unused_import(tree: ast.AST) -> bool:
 
 
 class _Normalize(ast.NodeTransformer):
-    """The program without its imports and without the runtime calls' int ``unroll=``."""
+    """The program without its imports, without the ``pass`` left where a block's only import
+    was removed (``if TYPE_CHECKING: pass``, as ruff's F401 fix leaves it too), and without the
+    runtime calls' int ``unroll=``."""
 
     def visit_Import(self, node: ast.AST) -> None:
         return None
 
-    visit_ImportFrom = visit_Import
+    visit_ImportFrom = visit_Pass = visit_Import
 
     def visit_Call(self, node: ast.Call) -> ast.Call:
         self.generic_visit(node)
