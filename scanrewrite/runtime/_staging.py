@@ -196,9 +196,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
         def run(consts, init, xs):
             return build(lambda: _trace.Replay(jaxpr, consts, out_tree, *seen))(init, xs)
 
-        fn = _structures[full_key] = jax.jit(run, inline=False)
-        if len(_structures) > MAX_STRUCTURES:
-            _structures.popitem(last=False)
+        fn = _remember(full_key, jax.jit(run, inline=False))
     else:
         _structures.move_to_end(full_key)
     return fn(list(closed.consts), init, xs)
@@ -233,12 +231,19 @@ def _whole_by_structure(program: Callable, key: Hashable, init: Any, xs: Any) ->
             out = jax.core.eval_jaxpr(jaxpr, consts, *jax.tree_util.tree_leaves((init, xs)))
             return jax.tree_util.tree_unflatten(out_tree, out)
 
-        fn = _structures[full_key] = jax.jit(run, inline=False)
-        if len(_structures) > MAX_STRUCTURES:
-            _structures.popitem(last=False)
+        fn = _remember(full_key, jax.jit(run, inline=False))
     else:
         _structures.move_to_end(full_key)
     return fn(list(closed.consts), init, xs)
+
+
+def _remember(full_key: Hashable, fn: Callable) -> Callable:
+    """`fn`, kept in the programs by structure under `full_key`; past `MAX_STRUCTURES`, the
+    least recently used one goes."""
+    _structures[full_key] = fn
+    if len(_structures) > MAX_STRUCTURES:
+        _structures.popitem(last=False)
+    return fn
 
 
 def _eager(tree: Any) -> bool:
