@@ -149,10 +149,10 @@ class Checkpoints:
         nodes = (self._module,) if self._index is not None else (getattr(scope, "node", self._module), self._module)
         for node in nodes:
             if node not in self._orders:
-                index = _Index()
-                node.visit(index)
-                self._orders[node] = index.order
-                self._values.update(index.values)
+                walk = _Index()
+                node.visit(walk)
+                self._orders[node] = walk.index.order
+                self._values.update(walk.index.values)
             if site in self._orders[node]:
                 break
         return self._orders[node]
@@ -318,28 +318,17 @@ def _does_nothing(value: cst.BaseExpression) -> bool:
 
 
 class _Index(cst.CSTVisitor):
-    """The order of calls, defs and assignment targets in a module, and the value
-    assigned to each name target."""
+    """The `NodeIndex` of a subtree, where the survey took none of the module."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.order: dict[cst.CSTNode, int] = {}
-        self.values: dict[cst.CSTNode, cst.BaseExpression] = {}
+        self.index = NodeIndex()
+        self._visited = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.Call, cst.FunctionDef)):
-            self.order[node] = len(self.order)
-        elif isinstance(node, cst.Assign):
-            for target in node.targets:
-                self._bind(target.target, node.value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
-            self._bind(node.target, node.value)
+        self.index.enter(node, self._visited)
+        self._visited += 1
         return True
-
-    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.order[target] = len(self.order)
-            self.values[target] = value
 
 
 class _Collector(cst.CSTVisitor):
