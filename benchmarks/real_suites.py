@@ -4,10 +4,13 @@ For each project: its sdist is downloaded at run time (`pip download --no-deps -
 :all:`, nothing of it is kept in this repository) and unpacked twice, as `before/` and `after/`;
 `after/` is rewritten with `python -m scanrewrite --unroll 3 <package folder>`. Then the same
 pytest command (only the test files whose code reaches a rewritten scan) runs in each, in
-rounds (before, after, before, after, ...), each in a fresh process; the table gives, per
-project, the tests passed and failed in each copy, and the after/before ratio of the wall time
-and of the CPU time (user + sys of the pytest process tree) per round: median, min and max.
-The load average is printed beside it: on a shared machine the CPU time is the number to read.
+rounds, each in a fresh process, the order turned around every round (before, after, after,
+before, ...) so that a machine that slows down or speeds up during the run favours neither;
+the table gives, per project, the tests passed and failed in each copy, and the after/before
+ratio per round (median, min and max) of the wall time, of the CPU time (user + sys of the
+pytest process tree) and of the time inside the tests (the sum of pytest's durations of every
+test's setup, call and teardown, which leaves out start-up, imports and collection). The load
+average is printed beside it: on a shared machine the CPU time is the number to read.
 
 The projects' own dependencies must be importable by this Python (they are not installed here):
 
@@ -108,15 +111,17 @@ class Run(NamedTuple):
     cpu: float
     passed: int
     failed: int
+    in_tests: float
 
 
 def run_tests(folder: Path, tests: tuple[str, ...], profile: Path | None = None, runtime: Path = _HERE) -> Run:
     """One pytest process over `tests` in `folder`, importing scanrewrite from the checkout
-    `runtime`: wall and CPU seconds (user + sys of the process tree), tests passed and failed."""
+    `runtime`: wall and CPU seconds (user + sys of the process tree), tests passed and failed,
+    and the seconds pytest timed inside the tests."""
     command = [sys.executable]
     if profile is not None:
         command += ["-m", "cProfile", "-o", str(profile)]
-    command += ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    command += ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", "--durations-min=0", *tests]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     env = {**_ENV, "PYTHONPATH": str(runtime)}
@@ -128,7 +133,8 @@ def run_tests(folder: Path, tests: tuple[str, ...], profile: Path | None = None,
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|error)", summary)}
     if not counts:
         raise SystemExit(f"error: no pytest summary in {folder}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
-    return Run(wall, cpu, counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0))
+    in_tests = sum(float(t) for t in re.findall(r"^([\d.]+)s (?:setup|call|teardown) ", result.stdout, re.MULTILINE))
+    return Run(wall, cpu, counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0), in_tests)
 
 
 def ratios(after: list[float], before: list[float]) -> str:
@@ -165,14 +171,17 @@ def main() -> None:
             sides = [("before", before, _HERE), ("after", after, _HERE)]
             if args.other_runtime:
                 sides.append(("other", after, args.other_runtime.resolve()))
-            for side, folder, runtime in sides:
+            for side, folder, runtime in sides if round_ % 2 == 0 else reversed(sides):
                 run = run_tests(folder, PROJECTS[name].tests, runtime=runtime)
                 runs.setdefault((name, side), []).append(run)
                 print(f"round {round_ + 1} {name} {side}: {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
-                      f"{run.passed} passed, {run.failed} failed; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+                      f"{run.in_tests:.1f} s in tests, {run.passed} passed, {run.failed} failed; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
     print(f"{args.rounds} rounds, interleaved; load average at the end {os.getloadavg()} on {os.cpu_count()} cores\n")
-    print("| project | runtime | passed / failed before | after | wall before (s) | wall after/before | CPU before (s) | CPU after/before |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| project | runtime | passed / failed before | after | wall before (s) | wall after/before "
+        "| CPU before (s) | CPU after/before | in tests before (s) | in tests after/before |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in folders:
         b = runs[(name, "before")]
         for side, runtime in (("after", _HERE), ("other", args.other_runtime)):
@@ -182,7 +191,9 @@ def main() -> None:
             print(
                 f"| {name} | {runtime.name} | {b[0].passed} / {b[0].failed} | {a[0].passed} / {a[0].failed} "
                 f"| {statistics.median(r.wall for r in b):.1f} | {ratios([r.wall for r in a], [r.wall for r in b])} "
-                f"| {statistics.median(r.cpu for r in b):.1f} | {ratios([r.cpu for r in a], [r.cpu for r in b])} |"
+                f"| {statistics.median(r.cpu for r in b):.1f} | {ratios([r.cpu for r in a], [r.cpu for r in b])} "
+                f"| {statistics.median(r.in_tests for r in b):.1f} "
+                f"| {ratios([r.in_tests for r in a], [r.in_tests for r in b])} |"
             )
 
 
