@@ -67,10 +67,15 @@ def unused_imports(
             continue
         for assignment in scopes[expression][root]:
             node = getattr(assignment, "node", None)
-            # `import a.b` binds `a` and `a.b`, and the accesses are the latter's: all count.
+            # `import a.b` binds `a` and `a.b`, and the accesses are the latter's: all count; the
+            # other names of `from a import b, c` do not.
             if not isinstance(node, (cst.Import, cst.ImportFrom)):
                 continue
-            bindings = [same for same in assignment.scope.assignments if getattr(same, "node", None) is node]
+            bindings = [
+                same
+                for same in assignment.scope.assignments
+                if getattr(same, "node", None) is node and (same.name == root or same.name.startswith(f"{root}."))
+            ]
             if not any(elsewhere(same) for same in bindings) and all(
                 access.node in replaced for same in bindings for access in same.references
             ):
