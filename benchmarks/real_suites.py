@@ -14,7 +14,7 @@ average is printed beside it: on a shared machine the CPU time is the number to 
 
 The projects' own dependencies must be importable by this Python (they are not installed here):
 
-    pip install absl-py chex distrax dm_env tree-math dm-haiku einops gin-config scikit-image
+    pip install absl-py chex distrax dm_env tree-math dm-haiku einops gin-config scikit-image optax
 
     python benchmarks/real_suites.py [--projects rlax jax-cfd] [--rounds 3] [--dir DIR]
         [--other-runtime DIR] [--profile]
@@ -71,6 +71,12 @@ PROJECTS = {
             "jax_cfd/base/time_stepping_test.py",
             "jax_cfd/spectral/time_stepping_test.py",
         ),
+    ),
+    # Samplers: inference loops, slice sampling and tempered SMC, under jit and vmap.
+    "blackjax": Project(
+        "blackjax==1.7.1",
+        "blackjax",
+        ("tests/test_util.py", "tests/mcmc/test_slice.py", "tests/smc/test_tempered_smc.py"),
     ),
 }
 

@@ -186,6 +186,63 @@ SPELLINGS = [
         """,
         id="import jax removed when only the scan used it",
     ),
+    pytest.param(
+        """\
+        from functools import partial
+
+        from jax import jit, lax
+
+        state, history = jit(partial(lax.scan, one_step))(state, keys)
+        """,
+        """\
+        from functools import partial
+
+        import scanrewrite.runtime
+        from jax import jit
+
+        state, history = jit(partial(scanrewrite.runtime.scan, one_step, unroll=4))(state, keys)
+        """,
+        id="functools.partial of the scan, called later (blackjax's inference loop)",
+    ),
+    pytest.param(
+        """\
+        import functools
+
+        import jax
+
+        scan_four = functools.partial(jax.lax.scan, length=4)
+        y = jax.jit(scan_four)(f, c)
+        """,
+        """\
+        import functools
+
+        import jax
+        import scanrewrite.runtime
+
+        scan_four = functools.partial(scanrewrite.runtime.scan, length=4, unroll=4)
+        y = jax.jit(scan_four)(f, c)
+        """,
+        id="functools.partial of the scan with a keyword",
+    ),
+    pytest.param(
+        """\
+        from functools import partial
+
+        import equinox.internal as eqxi
+
+        run = partial(eqxi.scan, kind="checkpointed", checkpoints="all")
+        """,
+        """\
+        from functools import partial
+
+        import scanrewrite.runtime
+
+        run = partial(
+            scanrewrite.runtime.eqxi_scan, kind="checkpointed", checkpoints="all", unroll=4
+        )
+        """,
+        id="functools.partial of eqxi.scan",
+    ),
 ]
 
 
@@ -681,6 +738,26 @@ IMPORTS = [
         z = eqxi.while_loop(cond, body, init, kind="lax")
         """,
         id="eqxi kept while something else uses it",
+    ),
+    pytest.param(
+        """\
+        from jax import jit, lax
+
+
+        def run(f, s, xs):
+            y = lax.scan(f, s, xs)
+            return jit(f)(y)
+        """,
+        """\
+        import scanrewrite.runtime
+        from jax import jit
+
+
+        def run(f, s, xs):
+            y = scanrewrite.runtime.scan(f, s, xs, unroll=4)
+            return jit(f)(y)
+        """,
+        id="only the unused name leaves a from-import whose other name the same function reads",
     ),
 ]
 

@@ -116,6 +116,24 @@ REVERT = [
     ),
     pytest.param(
         """\
+        from functools import partial
+
+        import scanrewrite.runtime
+        from jax import jit
+
+        state, history = jit(partial(scanrewrite.runtime.scan, one_step, unroll=4))(state, keys)
+        """,
+        """\
+        from functools import partial
+
+        from jax import jit, lax
+
+        state, history = jit(partial(lax.scan, one_step))(state, keys)
+        """,
+        id="functools.partial of the runtime's scan",
+    ),
+    pytest.param(
+        """\
         import scanrewrite.runtime
         from jax import (
             jit,

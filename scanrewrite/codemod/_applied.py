@@ -1,11 +1,13 @@
-"""Flax's scans applied rather than called, and the per-step Flax remat inside them.
+"""Scans applied rather than called, and the per-step Flax remat inside them.
 
-`nnx.scan` is as often a decorator as a call: bare (`@nnx.scan`), with its options
-(`@nnx.scan(in_axes=...)`, a call the table already rewrites) or bound with
-`functools.partial(nnx.scan, in_axes=...)`. A bare decorator becomes
-`@scanrewrite.runtime.nnx_scan(unroll=k)` (which returns the same decorator); in a
+Any scan may be bound with `functools.partial` and called later, as samplers write their loop
+(`jax.jit(functools.partial(jax.lax.scan, one_step))(state, keys)`); `nnx.scan` is as often a
+decorator as a call: bare (`@nnx.scan`), with its options (`@nnx.scan(in_axes=...)`, a call the
+table already rewrites) or bound with `functools.partial(nnx.scan, in_axes=...)`. In a
 `functools.partial`, the scan is swapped for its replacement and the new options are appended
-to the partial. Both are planned here from the references the survey found, and replaced by
+to the partial (a keyword the later call passes wins over it, as the original's would); a bare
+`nnx.scan` decorator becomes `@scanrewrite.runtime.nnx_scan(unroll=k)` (which returns the same
+decorator). Both are planned here from the references the survey found, and replaced by
 `_rewrite._ReplaceCalls`.
 
 A scanned function wrapped in `nnx.remat`, `nn.remat` or `nn.checkpoint` (as the first
@@ -16,7 +18,7 @@ same `-v` note as a `jax.checkpoint` does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -75,8 +77,15 @@ def body_remat(call: cst.Call, target: Target, resolver: Resolver) -> str | None
 
 
 class _Finder(cst.CSTVisitor):
-    def __init__(self, references: Mapping[cst.CSTNode, object], partial: Resolver, remats: Resolver) -> None:
-        self.references = references
+    def __init__(
+        self,
+        references: Mapping[cst.CSTNode, object],
+        partial: Resolver,
+        remats: Resolver,
+        decorators: Collection[cst.CSTNode] = frozenset(),
+    ) -> None:
+        #: The references a `functools.partial` may bind, and those that may be a decorator.
+        self.references, self.decorators = references, decorators
         self.partial = partial
         self.remats = remats
         self.found: dict[cst.CSTNode, Applied] = {}
@@ -91,7 +100,7 @@ class _Finder(cst.CSTVisitor):
             remat = flax_remat(under, self.remats)
             if decorator.decorator in self.calls and remat is not None:
                 self.call_remats[decorator.decorator] = remat
-            if decorator.decorator in self.references:
+            if decorator.decorator in self.decorators:
                 call = cst.Call(func=decorator.decorator)
                 self.found[decorator.decorator] = Applied(decorator.decorator, decorator, call, remat)
 
@@ -107,14 +116,15 @@ class _Finder(cst.CSTVisitor):
 def find_applied(
     module: cst.Module, scopes: Mapping[cst.CSTNode, Scope | None], found: Sequence[tuple[cst.CSTNode, object]]
 ) -> tuple[dict[cst.CSTNode, Applied], dict[cst.CSTNode, str]]:
-    """The references among `found` (to a selected `nnx.scan`) that are applied, by reference;
-    and the `@nnx.scan(...)` decorator calls with a Flax remat right under them, to its name."""
-    nnx = [node for node, target in found if isinstance(target, Target) and target.qualified_name == "flax.nnx.scan"]
-    references = {node: True for node in nnx if not isinstance(node, cst.Call)}
-    if not nnx:
+    """The references among `found` that are applied (bound by a `functools.partial`, or a
+    selected `nnx.scan` as a decorator), by reference; and the `@nnx.scan(...)` decorator calls
+    with a Flax remat right under them, to its name."""
+    references = {node: True for node, target in found if isinstance(target, Target) and not isinstance(node, cst.Call)}
+    nnx = {node for node, target in found if isinstance(target, Target) and target.qualified_name == "flax.nnx.scan"}
+    if not references and not nnx:
         return {}, {}
     resolver = flax_resolver(scopes)
-    finder = _Finder(references, resolver, resolver)
+    finder = _Finder(references, resolver, resolver, {node for node in nnx if node in references})
     finder.calls = {node for node in nnx if isinstance(node, cst.Call)}
     module.visit(finder)
     return finder.found, finder.call_remats
@@ -165,8 +175,9 @@ def relayout_decorator(
 
 
 def runtime_partials(module: cst.Module, calls: object) -> dict[cst.Call, Target]:
-    """The `functools.partial(scanrewrite.runtime.nnx_scan, ...)` calls in `module`, added to
-    `calls` (a `_writeback.RuntimeCalls`) as runtime calls of their own, for the revert."""
+    """The `functools.partial(scanrewrite.runtime.scan, ...)` calls in `module` (of any runtime
+    scan), added to `calls` (a `_writeback.RuntimeCalls`) as runtime calls of their own, for
+    the revert."""
     from scanrewrite.codemod._discovery import Survey
     from scanrewrite.codemod._parsing import node_lines
 

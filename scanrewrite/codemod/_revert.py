@@ -84,8 +84,8 @@ def revert(
     calls = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
     if calls.skip_file is not None:
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
-    # `functools.partial(scanrewrite.runtime.nnx_scan, ...)`: the scan is its first argument.
-    partials = runtime_partials(parsed.module, calls) if b"nnx_scan" in source else {}
+    # `functools.partial(scanrewrite.runtime.scan, ...)`: the scan is its first argument.
+    partials = runtime_partials(parsed.module, calls) if b"partial" in source else {}
     skipped = [Skipped(line, NO_CALL) for line in sorted((wanted or set()) - set(calls.by_line))]
     plans: dict[cst.Call, _Plan] = {}
     for line, found in sorted(calls.by_line.items()):

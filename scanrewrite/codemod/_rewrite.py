@@ -209,14 +209,14 @@ class Rewriter:
         if wraps:
             self._per_step, self._chunked = read_bodies(scopes.analysed, scopes, resolver, survey.found, survey.index)
         calls: dict[cst.CSTNode, tuple[Target, list[cst.Arg]]] = {}
-        applied, remats = find_flax(scopes.analysed, scopes, survey.found) if "flax" in code else ({}, {})
+        applied, remats = find_flax(scopes.analysed, scopes, survey.found) if "flax" in code or "partial" in code else ({}, {})
         self._flax_remat.update(remats)
         for node, resolved in survey.found:
             if isinstance(node, cst.Call):
                 planned = self._plan(node, resolved)
                 if planned is not None:
                     calls[node] = planned
-            elif node in applied:
+            elif node in applied and node not in self._chunked:
                 # A decorator or a functools.partial of the scan: planned as the call it stands for.
                 use = applied[node]
                 self._lines[use.as_call] = self._lines[node]
