@@ -187,7 +187,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
         return unstaged()
     full_key = (structure, out_tree, seen, key)
     try:
-        fn = _structures.get(full_key)
+        fn = _recall(full_key)
     except TypeError:  # an unhashable setting
         return unstaged()
     if fn is None:
@@ -196,9 +196,7 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
         def run(consts, init, xs):
             return build(lambda: _trace.Replay(jaxpr, consts, out_tree, *seen))(init, xs)
 
-        fn = _remember(full_key, jax.jit(run, inline=False))
-    else:
-        _structures.move_to_end(full_key)
+        fn = _remember(full_key, run)
     return fn(list(closed.consts), init, xs)
 
 
@@ -218,7 +216,7 @@ def _whole_by_structure(program: Callable, key: Hashable, init: Any, xs: Any) ->
     structure = _structure.key(closed) if _eager(closed.consts) else None
     full_key = ("whole", structure, out_tree, key)
     try:
-        fn = None if structure is None else _structures.get(full_key)
+        fn = None if structure is None else _recall(full_key)
     except TypeError:  # an unhashable setting
         structure = None
     if structure is None:  # run as traced, in place
@@ -231,16 +229,23 @@ def _whole_by_structure(program: Callable, key: Hashable, init: Any, xs: Any) ->
             out = jax.core.eval_jaxpr(jaxpr, consts, *jax.tree_util.tree_leaves((init, xs)))
             return jax.tree_util.tree_unflatten(out_tree, out)
 
-        fn = _remember(full_key, jax.jit(run, inline=False))
-    else:
-        _structures.move_to_end(full_key)
+        fn = _remember(full_key, run)
     return fn(list(closed.consts), init, xs)
 
 
-def _remember(full_key: Hashable, fn: Callable) -> Callable:
-    """`fn`, kept in the programs by structure under `full_key`; past `MAX_STRUCTURES`, the
-    least recently used one goes."""
-    _structures[full_key] = fn
+def _recall(full_key: Hashable) -> Callable | None:
+    """The program kept by structure under `full_key`, now the most recently used, or None.
+    Raises `TypeError` where `full_key` cannot be hashed."""
+    fn = _structures.get(full_key)
+    if fn is not None:
+        _structures.move_to_end(full_key)
+    return fn
+
+
+def _remember(full_key: Hashable, run: Callable) -> Callable:
+    """`run` staged (a `jax.jit` that is not inlined) and kept in the programs by structure
+    under `full_key`; past `MAX_STRUCTURES`, the least recently used one goes."""
+    _structures[full_key] = fn = jax.jit(run, inline=False)
     if len(_structures) > MAX_STRUCTURES:
         _structures.popitem(last=False)
     return fn
