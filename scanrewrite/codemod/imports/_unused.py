@@ -16,9 +16,9 @@ from libcst.helpers import get_absolute_module_from_package_for_import, get_full
 from libcst.metadata import Assignment, GlobalScope, ImportAssignment, MetadataWrapper, Scope
 from libcst.metadata.scope_provider import _gen_dotted_names
 
-from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._parsing import python_tree
-from scanrewrite.codemod._string_names import Exports, StringAnnotationNames
+from scanrewrite.codemod.imports._edits import ImportEdits
+from scanrewrite.codemod.imports._string_names import Exports, StringAnnotationNames
 
 __all__ = ["NodeCollector", "policy_uses", "schedule_removal", "unused_after_edit"]
 

@@ -2,8 +2,8 @@
 
 Scheduled in an `ImportEdits` as libcst's `AddImportsVisitor` / `RemoveImportsVisitor` schedule
 them, and made here as libcst would make them, with two changes: a removed import keeps the
-blank lines and comments above it (`_import_removal`), and an added import adds only its own
-line, where import sorters put it (`_import_order`).
+blank lines and comments above it (`_removal`), and an added import adds only its own
+line, where import sorters put it (`_placement`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import Scope
 
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._import_order import add_import, sort_key
-from scanrewrite.codemod._import_removal import ImportRemover
-from scanrewrite.codemod._import_uses import NodeCollector, schedule_removal
-from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
-from scanrewrite.codemod._kept_imports import exports, kept_aliases
+from scanrewrite.codemod.imports._edits import ImportEdits
+from scanrewrite.codemod.imports._kept import alias_binds as _alias_binds
+from scanrewrite.codemod.imports._kept import exports, kept_aliases
+from scanrewrite.codemod.imports._placement import add_import, sort_key
+from scanrewrite.codemod.imports._removal import ImportRemover
+from scanrewrite.codemod.imports._unused import NodeCollector, schedule_removal
 
 __all__ = ["apply_scheduled_imports", "schedule_import_removal", "unused_imports", "whole_lines"]
 
@@ -126,7 +126,7 @@ def apply_scheduled_imports(
     As libcst's `CodemodCommand.transform_module` would make them, except that removing an
     import keeps the blank lines and comments above it (libcst's `RemoveImportsVisitor`
     drops them) and an added ``import x`` goes where import sorters put it (see
-    `_import_order`), before the top-level statement at index `first_use`, adding only its
+    `_placement`), before the top-level statement at index `first_use`, adding only its
     own line and the blank lines a section needs. `dropped` are the indices of the import
     lines that will be removed; `first_party` the top-level names of the user's own packages.
     `unused` are the import names that are unused once the edit is made (`unused_after_edit`,
