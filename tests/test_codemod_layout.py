@@ -37,8 +37,14 @@ LAYERS = (
     "__init__",
 )
 MAX_LINES = 400
-#: What the codemod stands on: the tables of known APIs and the layout engine.
-BELOW_THE_CODEMOD = {"scanrewrite.targets", "scanrewrite.wrappers", "scanrewrite.pragmas", "scanrewrite.layout"}
+#: What the codemod stands on: the tables of known APIs, the layout engine and the shape of errors.
+BELOW_THE_CODEMOD = {
+    "scanrewrite.targets",
+    "scanrewrite.wrappers",
+    "scanrewrite.pragmas",
+    "scanrewrite.layout",
+    "scanrewrite.errors",
+}
 
 
 def _scanrewrite_imports(path: Path) -> set[str]:
