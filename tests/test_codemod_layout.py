@@ -17,7 +17,17 @@ LAYOUT_LAYERS = ("_lines", "_split", "_tokens", "_relayout", "__init__")
 #: Each part of the codemod's import bookkeeping may import only the parts before it, and the
 #: codemod's parts before it (`_parsing`); its `__init__` only re-exports.
 IMPORTS = PACKAGE / "imports"
-IMPORTS_LAYERS = ("_placement", "_kept", "_edits", "_string_names", "_unused", "_removal", "_apply", "__init__")
+IMPORTS_LAYERS = (
+    "_placement",
+    "_kept",
+    "_edits",
+    "_string_names",
+    "_unused",
+    "_schedule",
+    "_removal",
+    "_apply",
+    "__init__",
+)
 #: Each part of the codemod may import only the parts before it (a subpackage as a whole), and
 #: the layout engine as a whole.
 LAYERS = (

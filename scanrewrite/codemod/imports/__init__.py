@@ -13,23 +13,20 @@ The parts, each importing only those before it (and `scanrewrite.codemod._parsin
 - `_edits`: `ImportEdits`, the imports a transform schedules to add and to remove.
 - `_string_names`: the names written in ``__all__`` and in string annotations, as libcst reads
   them (adapted from LibCST, MIT license: see LICENSES/libcst-MIT.txt).
-- `_unused`: which imports an edit leaves unused, as libcst's import remover decides it, read
-  off the scopes the rewrite already has.
+- `_unused`: which scheduled imports an edit leaves unused, as libcst's import remover decides
+  it, read off the scopes the rewrite already has.
+- `_schedule`: which imports a rewrite schedules for removal (those only the replaced calls
+  read), and which import lines go whole.
 - `_removal`: removing imports, keeping the lines above them and those marked to keep
   (adapted from LibCST, MIT license: see LICENSES/libcst-MIT.txt).
-- `_apply`: which imports the replaced calls alone used, scheduling their removal, and making
-  the scheduled edits.
+- `_apply`: making the scheduled edits: the added import, then the removals.
 """
 
-from scanrewrite.codemod.imports._apply import (
-    apply_scheduled_imports,
-    schedule_import_removal,
-    unused_imports,
-    whole_lines,
-)
+from scanrewrite.codemod.imports._apply import apply_scheduled_imports
 from scanrewrite.codemod.imports._edits import ImportEdits
 from scanrewrite.codemod.imports._placement import sort_key
 from scanrewrite.codemod.imports._removal import ImportPruner
+from scanrewrite.codemod.imports._schedule import schedule_import_removal, unused_imports, whole_lines
 from scanrewrite.codemod.imports._unused import policy_uses, unused_after_edit
 
 __all__ = [
