@@ -22,6 +22,7 @@ base of the rewrite, the revert and the write-back):
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_checkpoints`: a per-step checkpoint around a scanned function; a loop already chunked
   and checkpointed by hand.
+- `_applied`: scans applied rather than called, and the per-step Flax remat inside them.
 - `imports`: the package of import bookkeeping: the import the rewrite adds, where it goes,
   and the imports it leaves unused, which it removes unless the user marked them to keep.
 - `_rewrite`: `rewrite` and its result types.
