@@ -323,7 +323,7 @@ def main(
         Excludes(exclude or re.compile(DEFAULT_EXCLUDES), extend_exclude),
         force_exclude,
         on_ignored=report.ignored,
-        on_error=lambda path, error: report.failed(path, error.message, error.line),
+        on_error=lambda path, error: report.record(FileResult(path, error=error.entry)),
         # As black and ruff do, a path named on the command line that is left out is no
         # error (pre-commit names excluded files too); but it is never left out silently.
         on_named_ignored=lambda path, why: report.ignored(path, why, named=True),

@@ -76,7 +76,7 @@ def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
                 warnings.simplefilter("ignore")  # e.g. invalid escapes, which the input had
                 compile(result.code, "<rewritten>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except SyntaxError as exc:
-            raise SourceError(exc.lineno, f"the rewritten code does not parse ({exc.msg}); please report this") from None
+            raise SourceError(f"the rewritten code does not parse ({exc.msg}); please report this", exc.lineno) from None
         except (ValueError, RecursionError, MemoryError):
             _parses_with_libcst(result.code)  # (code Python's parser cannot take, libcst judges)
     return result
@@ -86,7 +86,7 @@ def _parses_with_libcst(code: bytes) -> None:
     try:
         libcst.parse_module(code)
     except libcst.ParserSyntaxError as exc:
-        raise SourceError(exc.raw_line, f"the rewritten code does not parse ({exc.message}); please report this") from None
+        raise SourceError(f"the rewritten code does not parse ({exc.message}); please report this", exc.raw_line) from None
 
 
 def screen(original: bytes, display: str, mode: Mode) -> FileResult | None:
@@ -95,7 +95,7 @@ def screen(original: bytes, display: str, mode: Mode) -> FileResult | None:
     try:
         check_decodable(original)
     except FileError as exc:
-        return FileResult(display, error=(exc.line, exc.message))
+        return FileResult(display, error=exc.entry)
     return None if any(needle in original for needle in needles(mode.targets)) else FileResult(display)
 
 
@@ -112,7 +112,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             return FileResult(display), original
         result = rewrite_checked(original, mode)
     except SourceError as exc:
-        return FileResult(display, error=(exc.line, exc.message)), original
+        return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
         return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
     diff = unified_diff(original, result.code, display) if result.changed and write_back.shows_diff else None
@@ -141,7 +141,7 @@ def _rewrite_notebook_bytes(
     try:
         result = rewrite_notebook(original, transform=transform(mode), targets=mode.targets)
     except (NotebookError, SourceError) as exc:
-        return FileResult(display, error=(exc.line, exc.message)), original
+        return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
         return FileResult(display, error=(None, f"internal error: {type(exc).__name__}: {exc}")), original
     diff = None
@@ -191,7 +191,7 @@ def finish(task: Task, result: FileResult, code: bytes | None) -> FileResult:
         with deferred():
             write_file(task.source.path, code, task.original)
     except FileError as exc:
-        return FileResult(result.display, error=(exc.line, exc.message))
+        return FileResult(result.display, error=exc.entry)
     return result
 
 
@@ -205,7 +205,7 @@ def _read(source: Source, mode: Mode) -> FileResult | Task:
     try:
         original = read_source(source.path)
     except FileError as exc:
-        return FileResult(source.display, error=(exc.line, exc.message))
+        return FileResult(source.display, error=exc.entry)
     return screen(original, source.display, mode) or Task(source, original)
 
 

@@ -1,5 +1,5 @@
 """Which imports the rewrite removes: those libcst's `RemoveImportsVisitor` would remove after
-the edit (read off the scopes before it, `_import_uses`), so the cases where a name stays in
+the edit (read off the scopes before it, `imports._unused`), so the cases where a name stays in
 use without being read as code: `__all__`, string annotations, a policy written in its place."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from scanrewrite.codemod import rewrite
-from scanrewrite.codemod._import_uses import _may_name
+from scanrewrite.codemod.imports._unused import _may_name
 
 CASES = [
     pytest.param(

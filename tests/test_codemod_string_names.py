@@ -1,4 +1,4 @@
-"""The names written in ``__all__`` and in string annotations (`_string_names`): the same as
+"""The names written in ``__all__`` and in string annotations (`imports._string_names`): the same as
 libcst's `GatherExportsVisitor` and `GatherNamesFromStringAnnotationsVisitor`, which they adapt
 without `libcst.matchers`, on every spelling those visitors read and on the bundled sources."""
 
@@ -13,7 +13,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import GatherExportsVisitor, GatherNamesFromStringAnnotationsVisitor
 from libcst.metadata import MetadataWrapper
 
-from scanrewrite.codemod._string_names import Exports, StringAnnotationNames
+from scanrewrite.codemod.imports._string_names import Exports, StringAnnotationNames
 
 TESTS = Path(__file__).parent
 CASES = [

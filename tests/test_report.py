@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
+from scanrewrite.codemod import SourceError
+from scanrewrite.errors import InputError
+from scanrewrite.files import FileError
 from scanrewrite.mode import WriteBack
+from scanrewrite.notebook import NotebookError
 from scanrewrite.report import Changed, FileResult, Report
 
 
@@ -102,6 +108,26 @@ def test_record_counts_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
         "1 file rewritten (2 scan calls), 1 left unchanged, 1 call skipped, 2 files failed",
     ]
     assert report.return_code == 2
+
+
+@pytest.mark.parametrize("error_type", [FileError, SourceError, NotebookError])
+def test_a_file_source_or_notebook_error_is_one_shape(
+    error_type: type[InputError], capsys: pytest.CaptureFixture[str]
+) -> None:
+    located = error_type("cannot parse: invalid syntax", 7)
+    unlocated = error_type("cannot read: not a regular file")
+    assert isinstance(located, InputError)
+    assert (located.message, located.line, str(located)) == ("cannot parse: invalid syntax", 7, "line 7: cannot parse: invalid syntax")
+    assert (unlocated.line, str(unlocated)) == (None, "cannot read: not a regular file")
+    # A worker process may send one back.
+    assert pickle.loads(pickle.dumps(located)).entry == located.entry
+    report = Report(WriteBack.YES, color=False)
+    report.record(FileResult("c.py", error=located.entry))
+    report.record(FileResult("d.py", error=unlocated.entry))
+    assert capsys.readouterr().err.splitlines() == [
+        "error: c.py:7: cannot parse: invalid syntax",
+        "error: d.py: cannot read: not a regular file",
+    ]
 
 
 def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.CaptureFixture[str]) -> None:

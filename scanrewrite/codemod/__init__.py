@@ -22,14 +22,9 @@ base of the rewrite, the revert and the write-back):
 - `_discovery`: which names resolve to a known API; the calls and pragmas found.
 - `_checkpoints`: a per-step checkpoint around a scanned function; a loop already chunked
   and checkpointed by hand.
-- `_import_order`: where an added import goes, as import sorters would put it.
-- `_kept_imports`: the imports a user marked to keep (``# noqa``, ``import a as a``, ``__all__``).
-- `_import_edits`: the imports a transform schedules to add and to remove.
-- `_string_names`: the names written in ``__all__`` and in string annotations, as libcst reads them.
-- `_import_uses`: which imports the rewrite leaves unused, as libcst's import remover
-  decides it, read off the scopes the rewrite already has.
-- `_import_removal`: removing imports, keeping the lines above them and those marked to keep.
-- `_imports`: the import the rewrite adds and the ones it leaves unused.
+- `_applied`: scans applied rather than called, and the per-step Flax remat inside them.
+- `imports`: the package of import bookkeeping: the import the rewrite adds, where it goes,
+  and the imports it leaves unused, which it removes unless the user marked them to keep.
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.
 - `_spelling`: how a reverted call names its API again, and the import that needs.

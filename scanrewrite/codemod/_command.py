@@ -11,7 +11,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.metadata import MetadataWrapper
 
-from scanrewrite.codemod._import_edits import ImportEdits
+from scanrewrite.codemod.imports import ImportEdits
 from scanrewrite.codemod._rewrite import Rewriter, check_options
 from scanrewrite.codemod._rewrite import SkipFile as SkipFilePragma
 from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select

@@ -20,22 +20,14 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from scanrewrite.codemod._splice import splice, statement_bounds
+from scanrewrite.errors import InputError
 
 __all__ = ["Parsed", "SourceError", "node_lines", "no_collection", "python_tree", "top_level_indices"]
 
 
-class SourceError(Exception):
-    """Source that cannot be decoded or parsed, or that libcst cannot reproduce exactly."""
-
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(line, message)
-        #: 1-based line of the problem, when known.
-        self.line = line
-        #: One line, e.g. ``"cannot parse: expected one of ), *, **, NAME"``.
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message if self.line is None else f"line {self.line}: {self.message}"
+class SourceError(InputError):
+    """Source that cannot be decoded or parsed, or that libcst cannot reproduce exactly: its
+    `message` is one line, its `line` the 1-based line of the problem where known."""
 
 
 
@@ -144,9 +136,9 @@ class Parsed:
             if bounds is not None:
                 code = splice(self.module, module, self.source, bounds)
             if code is None and self.module.code.encode(self.module.encoding) != self.source:
-                raise SourceError(None, _INEXACT)
+                raise SourceError(_INEXACT)
         elif not self.exact:
-            raise SourceError(None, _INEXACT)
+            raise SourceError(_INEXACT)
         code = (module.bytes if code is None else code) + self.tail
         return code.replace(b"\n", b"\r") if self.bare_cr else code
 
@@ -164,17 +156,18 @@ def _parse(source: bytes) -> cst.Module:
         if python is not None:
             # Python's own parser names the place and cause as Python reports them (an
             # unclosed bracket where it opens); libcst's names where it gave up.
-            raise SourceError(*python) from None
+            line, message = python
+            raise SourceError(message, line) from None
         message = _PARSER_PREFIX.sub("", error.message.splitlines()[0] if error.message else "")
-        raise SourceError(error.raw_line, f"cannot parse: {message or 'invalid syntax'}") from None
+        raise SourceError(f"cannot parse: {message or 'invalid syntax'}", error.raw_line) from None
     except UnicodeDecodeError as error:
         line = source[: error.start].count(b"\n") + 1
         byte = error.object[error.start : error.start + 1].hex()
-        raise SourceError(line, f"cannot decode as {error.encoding}: byte 0x{byte}") from None
+        raise SourceError(f"cannot decode as {error.encoding}: byte 0x{byte}", line) from None
     except SyntaxError as error:
         cookie = _COOKIE.search(source, 0, _end_of_second_line(source))
         line = source[: cookie.start()].count(b"\n") + 1 if cookie is not None else None
-        raise SourceError(line, f"cannot decode: {error.msg}") from None
+        raise SourceError(f"cannot decode: {error.msg}", line) from None
     newline = _first_newline(source)
     if module.default_newline != newline:
         # libcst takes the first CR or LF anywhere (even inside a string) as the file's

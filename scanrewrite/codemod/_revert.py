@@ -15,7 +15,7 @@ The callee is spelled as the file already spells the API, through the most speci
 in reach of the call (`scan` from `from jax.lax import scan`, else `lax.scan` from `from jax
 import lax`, else `jax.lax.scan` from `import jax`). Where the rewrite removed that import, the
 name is added to the file's module-level `from jax import ...` line if it has one (`lax`, in
-the sorters' order), else ``import jax`` is added where ruff and isort put it (`_import_order`).
+the sorters' order), else ``import jax`` is added where ruff and isort put it (`imports._placement`).
 A statement laid out as the formatters lay it out keeps their layout (`scanrewrite.layout`): a call
 they split, now short enough for one line, is joined; one the user split with a magic
 trailing comma stays as it is.
@@ -37,9 +37,7 @@ import libcst as cst
 
 from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator, runtime_partials
 from scanrewrite.codemod._arguments import remove_args
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._import_removal import ImportPruner
-from scanrewrite.codemod._imports import apply_scheduled_imports, unused_imports, whole_lines
+from scanrewrite.codemod.imports import ImportEdits, ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped

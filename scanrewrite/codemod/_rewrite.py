@@ -18,9 +18,8 @@ from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._import_uses import policy_uses, unused_after_edit
-from scanrewrite.codemod._imports import apply_scheduled_imports, schedule_import_removal
+from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports, policy_uses, schedule_import_removal
+from scanrewrite.codemod.imports import unused_after_edit
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes

@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import FunctionScope, Scope
 
-from scanrewrite.codemod._import_order import sort_key
+from scanrewrite.codemod.imports import sort_key
 from scanrewrite.codemod._parsing import top_level_indices
 from scanrewrite.targets import Target
 

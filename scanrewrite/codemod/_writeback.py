@@ -40,8 +40,7 @@ import libcst as cst
 
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._imports import apply_scheduled_imports
+from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines, top_level_indices
 from scanrewrite.codemod._rewrite import Skipped, check_options

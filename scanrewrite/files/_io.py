@@ -11,14 +11,11 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from scanrewrite.errors import InputError
 
-class FileError(Exception):
+
+class FileError(InputError):
     """A file that cannot be used: read, decoded or written. One line, with the line where known."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
 
 
 @dataclass(frozen=True)

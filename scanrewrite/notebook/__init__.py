@@ -27,6 +27,7 @@ from typing import Any
 import libcst
 
 from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
+from scanrewrite.errors import InputError
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
@@ -41,15 +42,9 @@ _PACKAGES = frozenset(target.qualified_name.partition(".")[0] for target in TARG
 _KEEP = 1 << 30
 
 
-class NotebookError(Exception):
-    """A file that is not a notebook this tool can read: not JSON, or not nbformat 4."""
-
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(line, message)
-        #: 1-based line of the JSON text, when known.
-        self.line = line
-        #: One line, e.g. ``"not valid JSON: Expecting ',' delimiter"``.
-        self.message = message
+class NotebookError(InputError):
+    """A file that is not a notebook this tool can read: not JSON, or not nbformat 4. Its
+    `line` is one of the JSON text."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +131,7 @@ def rewrite_notebook(
         cells = place_import(before, cells, min(cells) if target is None else target, prefix)
         sources = {index: unmask(code, masked[index]) for index, code in cells.items()}
     except ValueError as exc:
-        raise SourceError(None, f"cannot split the rewritten cells ({exc}); please report this") from None
+        raise SourceError(f"cannot split the rewritten cells ({exc}); please report this") from None
     sources = {index: code for index, code in sources.items() if code != notebook.cells[index].source}
     code = notebook.with_sources(sources).encode("utf-8")
     _check(source, code, sources)
@@ -178,22 +173,22 @@ def _read(source: bytes) -> tuple[NotebookText, dict]:
         text = source.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = source.count(b"\n", 0, exc.start) + 1
-        raise NotebookError(line, f"not a notebook: cannot decode as utf-8 ({exc.reason})") from None
+        raise NotebookError(f"not a notebook: cannot decode as utf-8 ({exc.reason})", line) from None
     try:
         document = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
-        raise NotebookError(exc.lineno, f"not a notebook: invalid JSON ({exc.msg})") from None
+        raise NotebookError(f"not a notebook: invalid JSON ({exc.msg})", exc.lineno) from None
     except RecursionError:
-        raise NotebookError(None, "not a notebook: JSON nested too deeply") from None
+        raise NotebookError("not a notebook: JSON nested too deeply") from None
     version = document.get("nbformat") if isinstance(document, dict) else None
     if version != 4:
         found = "no nbformat version" if version is None else f"nbformat {version!r}"
         raise NotebookError(
-            None, f"not an nbformat 4 notebook ({found}); convert it with `jupyter nbconvert --to notebook`"
+            f"not an nbformat 4 notebook ({found}); convert it with `jupyter nbconvert --to notebook`"
         )
     problem = _shape_problem(document)
     if problem is not None:
-        raise NotebookError(None, f"not a valid nbformat 4 notebook: {problem}")
+        raise NotebookError(f"not a valid nbformat 4 notebook: {problem}")
     # Imported here: the command line loads it only when it meets a notebook.
     import nbformat
 
@@ -205,18 +200,16 @@ def _read(source: bytes) -> tuple[NotebookText, dict]:
     except nbformat.ValidationError as exc:
         where = "/".join(str(part) for part in getattr(exc, "absolute_path", ()) or ())
         message = str(getattr(exc, "message", exc)).splitlines()[0]
-        raise NotebookError(
-            None, f"not a valid nbformat 4 notebook: {where + ': ' if where else ''}{message}"
-        ) from None
+        raise NotebookError(f"not a valid nbformat 4 notebook: {where + ': ' if where else ''}{message}") from None
     try:
         notebook = NotebookText.parse(text)
     except (JSONLayoutError, RecursionError) as exc:
-        raise SourceError(None, f"cannot locate the cells in the JSON ({exc}); please report this") from None
+        raise SourceError(f"cannot locate the cells in the JSON ({exc}); please report this") from None
     sources = [
         "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"] for cell in document["cells"]
     ]
     if sources != [cell.source for cell in notebook.cells]:
-        raise SourceError(None, "cannot locate the cells in the JSON; please report this")
+        raise SourceError("cannot locate the cells in the JSON; please report this")
     return notebook, document
 
 
@@ -260,9 +253,9 @@ def _check(source: bytes, code: bytes, sources: dict[int, str]) -> None:
     try:
         actual = _joined(json.loads(code.decode("utf-8").removeprefix("\ufeff")))
     except ValueError as exc:
-        raise SourceError(None, f"the rewritten notebook is not valid JSON ({exc}); please report this") from None
+        raise SourceError(f"the rewritten notebook is not valid JSON ({exc}); please report this") from None
     if actual != expected:
-        raise SourceError(None, "the rewritten notebook differs outside its cells' sources; please report this")
+        raise SourceError("the rewritten notebook differs outside its cells' sources; please report this")
 
 
 def _is_python(document: dict) -> bool:
@@ -308,7 +301,7 @@ def _rewrite_cells(masked, unparsed, sources, salt, transform, targets):
             where = program.locate(exc.line) if exc.line is not None else None
             if where is None or where[0] not in masked:
                 # The joined module's line means nothing to the user: say no line.
-                raise SourceError(None, exc.message) from None
+                raise SourceError(exc.message) from None
             index, line = where
             unparsed[index] = (line, exc.message)
             del masked[index]
@@ -318,9 +311,7 @@ def _rewrite_cells(masked, unparsed, sources, salt, transform, targets):
             try:
                 libcst.parse_module(result.code)
             except libcst.ParserSyntaxError as exc:
-                raise SourceError(
-                    None, f"the rewritten cells do not parse ({exc.message}); please report this"
-                ) from None
+                raise SourceError(f"the rewritten cells do not parse ({exc.message}); please report this") from None
         return result, program
 
 

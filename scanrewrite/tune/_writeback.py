@@ -50,7 +50,7 @@ class FileChange:
         try:
             write_file(self.path, self.after, self.before)
         except FileError as exc:
-            self.error = (exc.line, exc.message)
+            self.error = exc.entry
 
 
 def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
@@ -73,10 +73,8 @@ def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
             result = write_picks(
                 change.before, lines, line_length=formatter_line_length(root), first_party=first_party_names(root)
             )
-        except FileError as exc:
-            change.error = (exc.line, exc.message)
-        except SourceError as exc:
-            change.error = (exc.line, exc.message)
+        except (FileError, SourceError) as exc:
+            change.error = exc.entry
         else:
             change.after = result.code
             change.notes = [(skipped.line, skipped.reason) for skipped in result.skipped]

@@ -17,9 +17,9 @@ from typing import Any
 import libcst as cst
 from libcst.helpers import get_absolute_module_from_package_for_import
 
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
-from scanrewrite.codemod._kept_imports import exports, kept_aliases
+from scanrewrite.codemod.imports._edits import ImportEdits
+from scanrewrite.codemod.imports._kept import alias_binds as _alias_binds
+from scanrewrite.codemod.imports._kept import exports, kept_aliases
 
 __all__ = ["ImportPruner", "ImportRemover"]
 

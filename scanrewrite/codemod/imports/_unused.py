@@ -12,54 +12,14 @@ import ast
 from collections.abc import Collection, Mapping
 
 import libcst as cst
-from libcst.helpers import get_absolute_module_from_package_for_import, get_full_name_for_node
-from libcst.metadata import Assignment, GlobalScope, ImportAssignment, MetadataWrapper, Scope
+from libcst.metadata import GlobalScope, ImportAssignment, MetadataWrapper, Scope
 from libcst.metadata.scope_provider import _gen_dotted_names
 
-from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._parsing import python_tree
-from scanrewrite.codemod._string_names import Exports, StringAnnotationNames
+from scanrewrite.codemod.imports._edits import ImportEdits
+from scanrewrite.codemod.imports._string_names import Exports, StringAnnotationNames
 
-__all__ = ["NodeCollector", "policy_uses", "schedule_removal", "unused_after_edit"]
-
-
-def schedule_removal(edits: ImportEdits, scopes: Mapping[cst.CSTNode, Scope | None], callee: cst.BaseExpression) -> None:
-    """What libcst's `RemoveImportsVisitor.remove_unused_import_by_node(context, callee)` does:
-    schedule (in `edits`) the removal of every import that binds a name or attribute in
-    `callee`, in its scope or one around it."""
-    nodes: dict[cst.CSTNode, None] = {}  # in the order libcst's visitor meets them
-    callee.visit(NodeCollector(nodes))
-    for node in (node for node in nodes if isinstance(node, (cst.Name, cst.Attribute))):
-        local_name = get_full_name_for_node(node)
-        scope = scopes.get(node)
-        if local_name is None or scope is None:
-            continue
-        while True:
-            for assignment in scope.assignments[node] or set():
-                imported = getattr(assignment, "node", None)
-                if isinstance(assignment, Assignment) and isinstance(imported, (cst.Import, cst.ImportFrom)):
-                    _schedule_aliases(edits, local_name, imported)
-            if scope is scope.parent:
-                break
-            scope = scope.parent
-
-
-def _schedule_aliases(edits: ImportEdits, local_name: str, node: cst.Import | cst.ImportFrom) -> None:
-    """Schedule the names of `node` that `local_name` reads (as libcst's `RemovedNodeVisitor`)."""
-    if isinstance(node.names, cst.ImportStar):
-        return
-    module = None
-    if isinstance(node, cst.ImportFrom):
-        module = get_absolute_module_from_package_for_import(edits.package, node)
-        if module is None:
-            raise ValueError("Cannot look up absolute module from relative import!")
-    for alias in node.names:
-        prefix = alias.evaluated_name if alias.evaluated_alias is None else alias.evaluated_alias
-        if local_name == prefix or local_name.startswith(f"{prefix}."):
-            if module is None:
-                edits.remove(alias.evaluated_name, asname=alias.evaluated_alias)
-            else:
-                edits.remove(module, obj=alias.evaluated_name, asname=alias.evaluated_alias)
+__all__ = ["NodeCollector", "policy_uses", "unused_after_edit"]
 
 
 def unused_after_edit(

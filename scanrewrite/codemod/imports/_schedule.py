@@ -1,9 +1,9 @@
-"""Import editing: the imports a rewrite adds and the ones it leaves unused.
+"""Which imports a rewrite schedules for removal: those that only the calls it replaces read,
+named as libcst's `RemoveImportsVisitor.remove_unused_import_by_node` names them, and the
+top-level import lines that go whole.
 
-Scheduled in an `ImportEdits` as libcst's `AddImportsVisitor` / `RemoveImportsVisitor` schedule
-them, and made here as libcst would make them, with two changes: a removed import keeps the
-blank lines and comments above it (`_import_removal`), and an added import adds only its own
-line, where import sorters put it (`_import_order`).
+Scheduled is not removed: `_unused` decides which scheduled names nothing reads after the
+edit, and `_removal` removes only those.
 """
 
 from __future__ import annotations
@@ -11,17 +11,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
-from libcst.metadata import Scope
+from libcst.helpers import get_absolute_module_from_package_for_import, get_full_name_for_node
+from libcst.metadata import Assignment, Scope
 
-from scanrewrite.codemod._import_edits import ImportEdits
-from scanrewrite.codemod._import_order import add_import, sort_key
-from scanrewrite.codemod._import_removal import ImportRemover
-from scanrewrite.codemod._import_uses import NodeCollector, schedule_removal
-from scanrewrite.codemod._kept_imports import alias_binds as _alias_binds
-from scanrewrite.codemod._kept_imports import exports, kept_aliases
+from scanrewrite.codemod.imports._edits import ImportEdits
+from scanrewrite.codemod.imports._kept import alias_binds as _alias_binds
+from scanrewrite.codemod.imports._kept import exports, kept_aliases
+from scanrewrite.codemod.imports._unused import NodeCollector
 
-__all__ = ["apply_scheduled_imports", "schedule_import_removal", "unused_imports", "whole_lines"]
+__all__ = ["schedule_import_removal", "schedule_removal", "unused_imports", "whole_lines"]
 
 
 def schedule_import_removal(
@@ -113,34 +111,40 @@ def whole_lines(module: cst.Module, unused: Mapping[cst.CSTNode, Collection[str]
     }
 
 
-def apply_scheduled_imports(
-    module: cst.Module,
-    edits: ImportEdits,
-    first_use: int | None = None,
-    dropped: Collection[int] = (),
-    first_party: Collection[str] = (),
-    unused: Mapping[cst.ImportAlias, cst.Import | cst.ImportFrom] | None = None,
-) -> cst.Module:
-    """`module` with the import additions and removals `edits` schedules made.
+def schedule_removal(edits: ImportEdits, scopes: Mapping[cst.CSTNode, Scope | None], callee: cst.BaseExpression) -> None:
+    """What libcst's `RemoveImportsVisitor.remove_unused_import_by_node(context, callee)` does:
+    schedule (in `edits`) the removal of every import that binds a name or attribute in
+    `callee`, in its scope or one around it."""
+    nodes: dict[cst.CSTNode, None] = {}  # in the order libcst's visitor meets them
+    callee.visit(NodeCollector(nodes))
+    for node in (node for node in nodes if isinstance(node, (cst.Name, cst.Attribute))):
+        local_name = get_full_name_for_node(node)
+        scope = scopes.get(node)
+        if local_name is None or scope is None:
+            continue
+        while True:
+            for assignment in scope.assignments[node] or set():
+                imported = getattr(assignment, "node", None)
+                if isinstance(assignment, Assignment) and isinstance(imported, (cst.Import, cst.ImportFrom)):
+                    _schedule_aliases(edits, local_name, imported)
+            if scope is scope.parent:
+                break
+            scope = scope.parent
 
-    As libcst's `CodemodCommand.transform_module` would make them, except that removing an
-    import keeps the blank lines and comments above it (libcst's `RemoveImportsVisitor`
-    drops them) and an added ``import x`` goes where import sorters put it (see
-    `_import_order`), before the top-level statement at index `first_use`, adding only its
-    own line and the blank lines a section needs. `dropped` are the indices of the import
-    lines that will be removed; `first_party` the top-level names of the user's own packages.
-    `unused` are the import names that are unused once the edit is made (`unused_after_edit`,
-    read off the tree before it), the same objects in `module`: only those are removed.
-    """
-    dropped = set(dropped)
-    for name in sorted(set(edits.added), key=sort_key):
-        module, index = add_import(module, name, first_use, dropped, first_party)
-        if index is not None:
-            first_use = None if first_use is None else first_use + 1
-            dropped = {i + 1 if i >= index else i for i in dropped}
-    if edits.removed:
-        unused = {} if unused is None else unused
-        remover = ImportRemover(edits, unused)
-        remover.only_top_level(module, list(unused.values()))
-        module = module.visit(remover)
-    return module
+
+def _schedule_aliases(edits: ImportEdits, local_name: str, node: cst.Import | cst.ImportFrom) -> None:
+    """Schedule the names of `node` that `local_name` reads (as libcst's `RemovedNodeVisitor`)."""
+    if isinstance(node.names, cst.ImportStar):
+        return
+    module = None
+    if isinstance(node, cst.ImportFrom):
+        module = get_absolute_module_from_package_for_import(edits.package, node)
+        if module is None:
+            raise ValueError("Cannot look up absolute module from relative import!")
+    for alias in node.names:
+        prefix = alias.evaluated_name if alias.evaluated_alias is None else alias.evaluated_alias
+        if local_name == prefix or local_name.startswith(f"{prefix}."):
+            if module is None:
+                edits.remove(alias.evaluated_name, asname=alias.evaluated_alias)
+            else:
+                edits.remove(module, obj=alias.evaluated_name, asname=alias.evaluated_alias)
