@@ -53,12 +53,16 @@ def _plural(count: int, noun: str) -> str:
 class Report:
     """Counts files and calls, and writes the per-file and per-call messages to stderr.
 
-    Errors are printed whatever the verbosity; `quiet` silences everything else and
-    `verbose` adds one line per call and per ignored path.
+    Errors are printed whatever the verbosity; `quiet` silences everything else. By default
+    each changed file is named; `verbose` (`-v`, 1 or True) adds one line per call rewritten
+    or skipped, and `verbose=2` (`-vv`) also each file left unchanged and each path that
+    discovery left out. When nothing is written (`--diff`, `--check`), every message says
+    "would".
     """
 
     write_back: WriteBack = WriteBack.YES
-    verbose: bool = False
+    #: 0: changed files only; 1 (`-v`): every call too; 2 (`-vv`): every file and path too.
+    verbose: int = 0
     quiet: bool = False
     #: Colour on or off; None leaves it to click (on when stderr is a terminal).
     color: bool | None = None
@@ -93,8 +97,8 @@ class Report:
                 self._err(f"{self._verb('rewritten', 'would rewrite')} {path}")
         else:
             self.same_count += 1
-            if self.verbose:
-                self._err(f"{path}: unchanged")
+            if self.verbose >= 2:
+                self._err(f"{path}: {self._verb('left unchanged', 'would be left unchanged')}")
 
     def rewritten(self, path: str, line: int | str, note: str | None = None, absorbed: bool = False) -> None:
         """Count one call rewritten at `path:line` (`note`: what it did not get, or what
@@ -102,13 +106,13 @@ class Report:
         self.rewritten_calls += 1
         self.absorbed_calls += absorbed
         if self.verbose:
-            self._err(f"{path}:{line}: {self._verb('rewritten', 'rewritten')}" + (f" ({note})" if note else ""))
+            self._err(f"{path}:{line}: {self._verb('rewritten', 'would rewrite')}" + (f" ({note})" if note else ""))
 
     def skipped(self, path: str, line: int | str, reason: str) -> None:
         """Count one call at `path:line` that was left as it was, and why."""
         self.skipped_calls += 1
         if self.verbose:
-            self._err(f"{path}:{line}: skipped ({reason})")
+            self._err(f"{path}:{line}: {self._verb('skipped', 'would skip')} ({reason})")
 
     def failed(self, path: str, message: str, line: int | str | None = None) -> None:
         """Count one file that failed; print `error: path:line: message` on stderr."""
@@ -134,9 +138,9 @@ class Report:
             self.failed(result.display, message, line)
 
     def ignored(self, path: str, why: str, *, named: bool = False) -> None:
-        """Note a path that discovery left out (not counted): shown with `-v` only, or, for
+        """Note a path that discovery left out (not counted): shown with `-vv` only, or, for
         a path named on the command line (`named`), unless quiet."""
-        if self.verbose or (named and not self.quiet):
+        if self.verbose >= 2 or (named and not self.quiet):
             self._err(f"{path}: ignored ({why})")
 
     def summary(self) -> None:
@@ -162,8 +166,9 @@ class Report:
 
     def __str__(self) -> str:
         """The summary, e.g. `2 files rewritten (5 scan calls, 1 per-step checkpoint
-        absorbed), 40 left unchanged, 3 calls skipped, 1 file failed`; "would be
-        rewritten" when nothing is written.
+        absorbed), 40 left unchanged, 3 calls skipped, 1 file failed`; when nothing is
+        written, `2 files would be rewritten (...), 40 would be left unchanged, 3 calls
+        would be skipped, 1 file failed`, as black says it.
         """
         parts = []
         if self.change_count:
@@ -175,9 +180,9 @@ class Report:
         if self.same_count:
             # Once a count of files leads the line, "40 left unchanged" reads as files.
             count = str(self.same_count) if parts else _plural(self.same_count, "file")
-            parts.append(f"{count} left unchanged")
+            parts.append(f"{count} {self._verb('left unchanged', 'would be left unchanged')}")
         if self.skipped_calls:
-            parts.append(f"{_plural(self.skipped_calls, 'call')} skipped")
+            parts.append(f"{_plural(self.skipped_calls, 'call')} {self._verb('skipped', 'would be skipped')}")
         if self.failure_count:
             parts.append(f"{_plural(self.failure_count, 'file')} failed")
         return ", ".join(parts) if parts else "no Python files found"

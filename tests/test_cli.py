@@ -90,7 +90,7 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int)
     assert (project / "a.py").read_text() == SCAN
     assert result.stderr.splitlines() == [
         "would rewrite a.py",
-        "1 file would be rewritten (1 scan call), 1 left unchanged",
+        "1 file would be rewritten (1 scan call), 1 would be left unchanged",
     ]
     assert (result.stdout.startswith("--- a/a.py\n+++ b/a.py\n@@ ")) == ("--diff" in args)
     assert ("-out = jax.lax.scan(step, 0, None, length=3)\n" in result.stdout) == ("--diff" in args)
@@ -101,7 +101,7 @@ def test_every_mode_exits_0_when_nothing_would_change(project: Path, args: list[
     write(project, {"a.py": rewritten(SCAN), "b.py": PLAIN})
     result = invoke(*args, ".")
     assert (result.exit_code, result.stdout) == (0, "")
-    assert result.stderr == "2 files left unchanged\n"
+    assert result.stderr == ("2 files left unchanged\n" if not args else "2 files would be left unchanged\n")
 
 
 @pytest.mark.parametrize("args", [[], ["--check"], ["--diff"], ["--check", "--diff"]])
@@ -212,7 +212,7 @@ def test_symlink_out_of_the_tree_is_not_followed(tmp_path: Path, monkeypatch: py
     (tmp_path / "proj" / "link.py").symlink_to(tmp_path / "outside" / "lib.py")
     (tmp_path / "proj" / "linkdir").symlink_to(tmp_path / "outside")
     monkeypatch.chdir(tmp_path / "proj")
-    result = invoke("-v", ".", "link.py")
+    result = invoke("-vv", ".", "link.py")
     assert result.exit_code == 0
     assert (tmp_path / "outside" / "lib.py").read_text() == SCAN
     assert b"unroll=4" in (tmp_path / "proj" / "a.py").read_bytes()
@@ -351,13 +351,40 @@ def test_bad_options_exit_2_and_touch_nothing(project: Path, args: list[str], me
     assert (project / "a.py").read_text() == SCAN
 
 
-def test_verbose_names_every_call(project: Path) -> None:
+@pytest.mark.parametrize("mode", [[], ["--check"], ["--diff"]])
+def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mode: list[str]) -> None:
+    write(project, {"a.py": SKIPPED, "b.py": PLAIN, "c.py": PLAIN, ".gitignore": "d.py\n", "d.py": SCAN})
+    would = bool(mode)
+    rewritten, skipped = ("would rewrite", "would skip") if would else ("rewritten", "skipped")
+    result = invoke("-v", *mode, ".")
+    assert result.stderr.splitlines() == [
+        "project root: .; configuration: none",
+        f"a.py:8: {rewritten}",
+        f"a.py:9: {skipped} (unroll may come from **kwargs)",
+        f"{'would rewrite' if would else 'rewritten'} a.py",
+        (
+            "1 file would be rewritten (1 scan call), 2 would be left unchanged, 1 call would be skipped"
+            if would
+            else "1 file rewritten (1 scan call), 2 left unchanged, 1 call skipped"
+        ),
+    ]
+    write(project, {"a.py": SKIPPED})
+    lines = invoke("-vv", *mode, ".").stderr.splitlines()
+    unchanged = "would be left unchanged" if would else "left unchanged"
+    # -vv adds each path left out (folders and Python files only) and each file left unchanged.
+    assert lines[1:3] == [".git: ignored (matches --exclude)", "d.py: ignored (matches .gitignore)"]
+    assert lines[6:8] == [f"b.py: {unchanged}", f"c.py: {unchanged}"]
+    assert len(lines) == 9
+
+
+def test_verbosity_from_the_configuration(project: Path) -> None:
     write(project, {"a.py": SKIPPED, "b.py": PLAIN})
-    result = invoke("-v", "--check", ".")
-    lines = result.stderr.splitlines()
-    assert "a.py:8: rewritten" in lines
-    assert "a.py:9: skipped (unroll may come from **kwargs)" in lines
-    assert "b.py: unchanged" in lines
+    for setting, calls, files in [("true", True, False), ("1", True, False), ("2", True, True), ("false", False, False)]:
+        write(project, {"pyproject.toml": f"[tool.scanrewrite]\nverbose = {setting}\n"})
+        lines = invoke("--check", ".").stderr.splitlines()
+        assert ("a.py:8: would rewrite" in lines, "b.py: would be left unchanged" in lines) == (calls, files), setting
+    write(project, {"pyproject.toml": "[tool.scanrewrite]\nverbose = -1\n"})
+    assert invoke("--check", ".").exit_code == 2
 
 
 def test_quiet_prints_nothing_but_errors(project: Path) -> None:

@@ -122,10 +122,14 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int,
     assert result.stderr.splitlines() == ["would rewrite nb/demo.ipynb", "1 file would be rewritten (1 scan call)"]
 
 
-def test_verbose_names_cell_and_line(project: Path) -> None:
-    write(project, {"nb/demo.ipynb": NOTEBOOK})
-    result = invoke("-v", "--check", "nb/demo.ipynb")
-    assert "nb/demo.ipynb:cell 3:line 2: rewritten" in result.stderr.splitlines()
+@pytest.mark.parametrize("args", [[], ["--check"], ["--cell-diff"], ["--revert"], ["--revert", "--diff"]])
+def test_verbose_names_cell_and_line(project: Path, args: list[str]) -> None:
+    write(project, {"nb/demo.ipynb": AFTER if "--revert" in args else NOTEBOOK, "nb/plain.ipynb": make("x = 1")})
+    result = invoke("-v", *args, "nb")
+    done = {(): "rewritten", ("--revert",): "reverted", ("--revert", "--diff"): "would revert"}.get(tuple(args), "would rewrite")
+    assert f"nb/demo.ipynb:cell 3:line 2: {done}" in result.stderr.splitlines()
+    assert "plain.ipynb" not in result.stderr  # a file left unchanged is named with -vv only
+    assert "nb/plain.ipynb: " in invoke("-vv", *args, "nb").stderr
 
 
 @pytest.mark.parametrize(
