@@ -354,6 +354,7 @@ def main(
                 from scanrewrite.concurrency import cpu_count, process_many
 
                 process_many(sources, mode, write_back, jobs or cpu_count(), emit)
+    report.dependencies(find_pyproject(root))
     report.summary()
     ctx.exit(report.return_code)
 

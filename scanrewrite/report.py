@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
@@ -40,6 +41,9 @@ class FileResult:
     #: (where, one-line message) of each notebook cell left alone because it cannot be
     #: parsed; the other cells are still rewritten, and the file counts as failed too.
     cell_errors: tuple[tuple[str, str], ...] = ()
+    #: The qualified names of the APIs whose calls were rewritten (`Target.qualified_name`),
+    #: each once: what the rewritten code needs at run time follows from them.
+    apis: tuple[str, ...] = ()
 
 
 _REVERT_VERBS = {"rewritten": "reverted", "would rewrite": "would revert", "would be rewritten": "would be reverted"}
@@ -80,6 +84,8 @@ class Report:
     skipped_calls: int = 0
     #: Rewritten calls whose per-step checkpoint the runtime takes over.
     absorbed_calls: int = 0
+    #: The APIs whose calls were rewritten (or would be), by qualified name.
+    apis: set[str] = field(default_factory=set)
 
     def _verb(self, done: str, would: str) -> str:
         """`done` (``"rewritten"``) or `would` (``"would rewrite"``), reworded for a revert."""
@@ -123,6 +129,7 @@ class Report:
     def record(self, result: FileResult) -> None:
         """Count one file's result, calls first, then the file itself."""
         notes = dict(result.notes)
+        self.apis.update(result.apis)
         for line in result.rewritten:
             self.rewritten(result.display, line, notes.get(line), line in result.absorbed)
         for line, reason in result.skipped:
@@ -142,6 +149,19 @@ class Report:
         a path named on the command line (`named`), unless quiet."""
         if self.verbose >= 2 or (named and not self.quiet):
             self._err(f"{path}: ignored ({why})")
+
+    def dependencies(self, pyproject: Path | None) -> None:
+        """Say, in one line unless quiet, what the rewritten code imports and which of
+        scanrewrite's extras the project must depend on for it, unless the project's
+        `pyproject` (None: it has none) already names them (see `scanrewrite.dependencies`).
+        Nothing is said after a run that rewrote nothing, or reverted."""
+        if self.quiet or self.reverting or not self.rewritten_calls:
+            return
+        from scanrewrite.dependencies import dependency_note
+
+        note = dependency_note(self.apis, pyproject, would=not self.write_back.writes)
+        if note is not None:
+            self._err(note)
 
     def summary(self) -> None:
         """Print the closing summary line on stderr, unless quiet."""

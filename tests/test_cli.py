@@ -36,6 +36,10 @@ TWO_SCANS = SCAN + "again = jax.lax.scan(step, 1, None, length=5)\n"
 PLAIN = "x = 1\n"
 BROKEN = "def broken(:\n    jax.lax.scan(step, 0, None, length=3)\n"
 SKIPPED = SCAN + "kept = jax.lax.scan(step, 0, None, length=3, **options)\n"
+#: The line said before the summary of a run that rewrote something, in a project with no
+#: `pyproject.toml` (see `test_cli_dependencies.py`).
+NOTE = "note: the rewritten code imports scanrewrite.runtime: add scanrewrite[runtime] to the project's dependencies"
+WOULD_NOTE = NOTE.replace(" imports ", " would import ")
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -72,6 +76,7 @@ def test_in_place_rewrites_and_exits_0(project: Path) -> None:
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
         "rewritten src/a.py",
+        NOTE,
         "1 file rewritten (2 scan calls), 1 left unchanged",
     ]
 
@@ -90,6 +95,7 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int)
     assert (project / "a.py").read_text() == SCAN
     assert result.stderr.splitlines() == [
         "would rewrite a.py",
+        WOULD_NOTE,
         "1 file would be rewritten (1 scan call), 1 would be left unchanged",
     ]
     assert (result.stdout.startswith("--- a/a.py\n+++ b/a.py\n@@ ")) == ("--diff" in args)
@@ -233,11 +239,11 @@ def test_gitignore_is_respected(project: Path) -> None:
 
 def test_default_excludes_and_exclude_options(project: Path) -> None:
     write(project, {"build/b.py": SCAN, "gen/g.py": SCAN, "x_pb2.py": SCAN, "a.py": SCAN})
-    assert invoke("--check", "--extend-exclude", r"_pb2\.py$", ".").stderr.splitlines()[:-1] == [
+    assert invoke("--check", "--extend-exclude", r"_pb2\.py$", ".").stderr.splitlines()[:-2] == [
         "would rewrite a.py",
         "would rewrite gen/g.py",
     ]
-    assert invoke("--check", "--exclude", "/gen/", ".").stderr.splitlines()[:-1] == [
+    assert invoke("--check", "--exclude", "/gen/", ".").stderr.splitlines()[:-2] == [
         "would rewrite a.py",
         "would rewrite build/b.py",
         "would rewrite x_pb2.py",
@@ -262,7 +268,7 @@ def test_stdin_in_place_writes_the_result_to_stdout(project: Path) -> None:
     result = invoke("-", input=SCAN.encode())
     assert result.exit_code == 0
     assert result.stdout_bytes == rewritten(SCAN)
-    assert result.stderr.splitlines() == ["rewritten <stdin>", "1 file rewritten (1 scan call)"]
+    assert result.stderr.splitlines() == ["rewritten <stdin>", NOTE, "1 file rewritten (1 scan call)"]
 
 
 def test_stdin_unchanged_is_echoed(project: Path) -> None:
@@ -362,6 +368,7 @@ def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mod
         f"a.py:8: {rewritten}",
         f"a.py:9: {skipped} (unroll may come from **kwargs)",
         f"{'would rewrite' if would else 'rewritten'} a.py",
+        WOULD_NOTE if would else NOTE,
         (
             "1 file would be rewritten (1 scan call), 2 would be left unchanged, 1 call would be skipped"
             if would
@@ -374,7 +381,7 @@ def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mod
     # -vv adds each path left out (folders and Python files only) and each file left unchanged.
     assert lines[1:3] == [".git: ignored (matches --exclude)", "d.py: ignored (matches .gitignore)"]
     assert lines[6:8] == [f"b.py: {unchanged}", f"c.py: {unchanged}"]
-    assert len(lines) == 9
+    assert len(lines) == 10
 
 
 def test_verbosity_from_the_configuration(project: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import BROKEN, PLAIN, SCAN, TWO_SCANS, rewritten, write
+from tests.test_cli import BROKEN, NOTE, PLAIN, SCAN, TWO_SCANS, WOULD_NOTE, rewritten, write
 from tests.test_notebook_cli import NOTEBOOK
 
 SCRIPT = Path(sys.executable).parent / "scanrewrite"
@@ -57,7 +57,8 @@ def test_modes_in_a_process_pool(tree: Path, args: list[str], code: int, written
     stderr = result.stderr.decode().splitlines()
     verb = "rewritten" if written else "would rewrite"
     assert stderr[:3] == [f"{verb} pkg/a.py", f"{verb} pkg/b.py", f"{verb} pkg/d.py"]
-    assert stderr[3].endswith(" (4 scan calls), 1 left unchanged" if written else " (4 scan calls), 1 would be left unchanged")
+    assert stderr[3] == (NOTE if written else WOULD_NOTE)
+    assert stderr[4].endswith(" (4 scan calls), 1 left unchanged" if written else " (4 scan calls), 1 would be left unchanged")
     assert bool(result.stdout) == diff
     assert result.stdout.count(b"\n--- a/pkg/") + result.stdout.startswith(b"--- a/pkg/") == (3 if diff else 0)
 
@@ -108,6 +109,7 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
         "rewritten pkg/b.py",
         "rewritten pkg/d.py",
         "rewritten pkg/sub/e.py",
+        NOTE,
         "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
     ]
     assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
