@@ -136,37 +136,38 @@ def _load(path: Path) -> dict | None:
         return None
 
 
-def missing_extras(apis: Iterable[str], document: dict | None) -> tuple[str, ...]:
-    """The extras that code rewritten from `apis` needs (`needed_extras`), all of them,
-    unless the project's `pyproject.toml`, read as `document` (None: it has none, or it
-    cannot be read), already names every one; then ()."""
-    extras = needed_extras(apis)
-    if document is None or not extras:
-        return extras
+def named_extras(document: dict | None) -> frozenset[str] | None:
+    """The extras of `scanrewrite` that a project's `pyproject.toml`, read as `document`,
+    names (together, in the places the module docstring lists), or None where it does not
+    name `scanrewrite` at all (or there is no document)."""
+    if document is None:
+        return None
     if _is_itself(document):
-        return ()
-    named = set()
-    for name, declared in _declared(document):
-        if name == DISTRIBUTION:
-            named |= declared
-    return () if set(extras) <= named else extras
+        # Its own extras are its own dependencies.
+        return frozenset(extra for target in TARGETS for extra in target.extras)
+    requirements = [extras for name, extras in _declared(document) if name == DISTRIBUTION]
+    return frozenset().union(*requirements) if requirements else None
 
 
 def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool = False) -> str | None:
     """The one line that says what code rewritten from `apis` imports and which requirement
     the project must add, e.g. `note: the rewritten code imports scanrewrite.runtime: add
     scanrewrite[runtime] to the dependencies in pyproject.toml` ("would import" when nothing
-    was written); None when there is nothing to add (see `missing_extras`). `pyproject` is
-    the project's `pyproject.toml`, None if it has none."""
+    was written), with the extras missing where the project names `scanrewrite` without
+    them; None when the project's `pyproject` (None: it has none) names every extra needed."""
     apis = set(apis)
     document = _load(pyproject) if pyproject is not None else None
-    extras = missing_extras(apis, document)
-    if not extras:
+    extras = needed_extras(apis)
+    named = named_extras(document)
+    missing = [extra for extra in extras if named is None or extra not in named]
+    if not missing:
         return None
     if document is not None and _lists_dependencies(document):
         where = f"the dependencies in {display_path(pyproject)}"
     else:
         where = "the project's dependencies"
+    if named is not None:
+        where += f" (the {' and '.join(missing)} extra{'s are' if len(missing) > 1 else ' is'} missing)"
     verb = "would import" if would else "imports"
     modules = " and ".join(runtime_modules(apis))
     return f"note: the rewritten code {verb} {modules}: add {DISTRIBUTION}[{','.join(extras)}] to {where}"
