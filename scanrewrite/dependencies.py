@@ -4,7 +4,8 @@ A rewritten call imports `scanrewrite.runtime`, which needs jax (the `runtime` e
 `scanrewrite` distribution) and, for Flax's scans, Flax (the `flax` extra): each target names
 its extras (`Target.extras`). A project that ships rewritten code must depend on
 `scanrewrite[runtime]` (or `scanrewrite[runtime,flax]`), or its first install elsewhere fails
-at import. The command says so once, unless the project's `pyproject.toml` already names the
+at import. The command says so once (and, where the project names `scanrewrite` without
+them, which extras are missing), unless the project's `pyproject.toml` already names the
 extras, in any of:
 
 - PEP 621's `[project] dependencies` and `[project.optional-dependencies]`;
@@ -51,7 +52,8 @@ def normalize(name: str) -> str:
 def requirement(text: str) -> tuple[str, frozenset[str]] | None:
     """The normalized distribution name and extras of the PEP 508 requirement `text`
     (`"scanrewrite[runtime]>=0.1; python_version >= '3.10'"` gives `("scanrewrite",
-    {"runtime"})`), or None if `text` is not a requirement."""
+    {"runtime"})`), or None if `text` does not start as a requirement does. Only the name and
+    extras are read: the version, URL or markers after them are not checked."""
     match = _REQUIREMENT.fullmatch(text)
     if match is None:
         return None
