@@ -238,7 +238,7 @@ def real(args: argparse.Namespace) -> None:
         parse_runs.append(seconds)
     command, parse = statistics.median(command_runs), statistics.median(parse_runs)
 
-    counted = sum(int(count) for count in re.findall(r"(\d+) (?:files? )?(?:would be rewritten|left unchanged|files? failed)", summary))
+    counted = sum(int(count) for count in re.findall(r"(\d+) (?:files? )?(?:would be rewritten|would be left unchanged|files? failed)", summary))
     print(f"{len(paths)} files ({', '.join(args.packages)}), {with_scan} containing `scan`")
     print(f"command summary: {summary}")
     if counted != len(paths):

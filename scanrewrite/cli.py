@@ -95,6 +95,8 @@ def _read_pyproject(ctx: click.Context, param: click.Parameter, value: str | Non
             continue
         option = params[name]
         is_flag = getattr(option, "is_flag", False)
+        if getattr(option, "count", False) and isinstance(setting, bool):
+            setting = int(setting)  # `verbose = true` is -v; `verbose = 2`, -vv
         try:
             if isinstance(setting, bool) != is_flag:
                 raise click.BadParameter(f"expected {'true or false' if is_flag else 'a value, not true/false'}")
@@ -244,7 +246,13 @@ def _write_stdout(data: bytes) -> None:
     "-j", "--jobs", type=click.IntRange(min=1), help="Processes that parse files [default: the number of CPUs]."
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-@click.option("-v", "--verbose", is_flag=True, help="Print one line per call rewritten or skipped, and why.")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Print one line per call rewritten or skipped, and why; -vv also each file left unchanged and each path "
+    "left out.",
+)
 @click.option(
     "--color/--no-color", default=None, help="Colour the diff and messages [default: on a terminal, unless NO_COLOR is set]."
 )
@@ -276,7 +284,7 @@ def main(
     force_exclude: bool,
     jobs: int | None,
     quiet: bool,
-    verbose: bool,
+    verbose: int,
     color: bool | None,
     config: str | None,
 ) -> None:
@@ -305,7 +313,7 @@ def main(
     write_back = WriteBack.from_configuration(check=check, diff=diff, cell_diff=cell_diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(
-        write_back, verbose=bool(verbose), quiet=bool(quiet), color=False if no_color else color, reverting=revert
+        write_back, verbose=verbose or 0, quiet=bool(quiet), color=False if no_color else color, reverting=revert
     )
     diff_color = color if color is not None else not no_color and sys.stdout.isatty()
     if not paths:
@@ -317,7 +325,8 @@ def main(
     # The added import goes where import sorters put it, before the project's own packages.
     mode = replace(mode, first_party=first_party_names(root), line_length=line_length or formatter_line_length(root))
     if verbose:
-        click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
+        where = display_path(config) if config else "none"
+        click.echo(f"project root: {display_path(root)}; configuration: {where}", err=True)
     discovery = Discovery(
         root,
         Excludes(exclude or re.compile(DEFAULT_EXCLUDES), extend_exclude),
@@ -345,6 +354,7 @@ def main(
                 from scanrewrite.concurrency import cpu_count, process_many
 
                 process_many(sources, mode, write_back, jobs or cpu_count(), emit)
+    report.dependencies(find_pyproject(root))
     report.summary()
     ctx.exit(report.return_code)
 

@@ -125,6 +125,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             diff,
             notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
             absorbed=tuple(call.line for call in result.rewritten if call.absorbed),
+            apis=tuple(dict.fromkeys(call.api for call in result.rewritten)),
         ),
         result.code,
     )
@@ -163,6 +164,7 @@ def _rewrite_notebook_bytes(
                 (f"cell {cell}" if line is None else f"cell {cell}:line {line}", f"{message} (cell left as it is)")
                 for cell, line, message in result.unparsed
             ),
+            apis=tuple(dict.fromkeys(api for _, _, api in result.rewritten)),
         ),
         result.code,
     )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
@@ -40,6 +41,9 @@ class FileResult:
     #: (where, one-line message) of each notebook cell left alone because it cannot be
     #: parsed; the other cells are still rewritten, and the file counts as failed too.
     cell_errors: tuple[tuple[str, str], ...] = ()
+    #: The qualified names of the APIs whose calls were rewritten (`Target.qualified_name`),
+    #: each once: what the rewritten code needs at run time follows from them.
+    apis: tuple[str, ...] = ()
 
 
 _REVERT_VERBS = {"rewritten": "reverted", "would rewrite": "would revert", "would be rewritten": "would be reverted"}
@@ -53,12 +57,16 @@ def _plural(count: int, noun: str) -> str:
 class Report:
     """Counts files and calls, and writes the per-file and per-call messages to stderr.
 
-    Errors are printed whatever the verbosity; `quiet` silences everything else and
-    `verbose` adds one line per call and per ignored path.
+    Errors are printed whatever the verbosity; `quiet` silences everything else. By default
+    each changed file is named; `verbose` (`-v`, 1 or True) adds one line per call rewritten
+    or skipped, and `verbose=2` (`-vv`) also each file left unchanged and each path that
+    discovery left out. When nothing is written (`--diff`, `--check`), every message says
+    "would".
     """
 
     write_back: WriteBack = WriteBack.YES
-    verbose: bool = False
+    #: 0: changed files only; 1 (`-v`): every call too; 2 (`-vv`): every file and path too.
+    verbose: int = 0
     quiet: bool = False
     #: Colour on or off; None leaves it to click (on when stderr is a terminal).
     color: bool | None = None
@@ -76,6 +84,8 @@ class Report:
     skipped_calls: int = 0
     #: Rewritten calls whose per-step checkpoint the runtime takes over.
     absorbed_calls: int = 0
+    #: The APIs whose calls were rewritten (or would be), by qualified name.
+    apis: set[str] = field(default_factory=set)
 
     def _verb(self, done: str, would: str) -> str:
         """`done` (``"rewritten"``) or `would` (``"would rewrite"``), reworded for a revert."""
@@ -93,8 +103,8 @@ class Report:
                 self._err(f"{self._verb('rewritten', 'would rewrite')} {path}")
         else:
             self.same_count += 1
-            if self.verbose:
-                self._err(f"{path}: unchanged")
+            if self.verbose >= 2:
+                self._err(f"{path}: {self._verb('left unchanged', 'would be left unchanged')}")
 
     def rewritten(self, path: str, line: int | str, note: str | None = None, absorbed: bool = False) -> None:
         """Count one call rewritten at `path:line` (`note`: what it did not get, or what
@@ -102,13 +112,13 @@ class Report:
         self.rewritten_calls += 1
         self.absorbed_calls += absorbed
         if self.verbose:
-            self._err(f"{path}:{line}: {self._verb('rewritten', 'rewritten')}" + (f" ({note})" if note else ""))
+            self._err(f"{path}:{line}: {self._verb('rewritten', 'would rewrite')}" + (f" ({note})" if note else ""))
 
     def skipped(self, path: str, line: int | str, reason: str) -> None:
         """Count one call at `path:line` that was left as it was, and why."""
         self.skipped_calls += 1
         if self.verbose:
-            self._err(f"{path}:{line}: skipped ({reason})")
+            self._err(f"{path}:{line}: {self._verb('skipped', 'would skip')} ({reason})")
 
     def failed(self, path: str, message: str, line: int | str | None = None) -> None:
         """Count one file that failed; print `error: path:line: message` on stderr."""
@@ -119,6 +129,7 @@ class Report:
     def record(self, result: FileResult) -> None:
         """Count one file's result, calls first, then the file itself."""
         notes = dict(result.notes)
+        self.apis.update(result.apis)
         for line in result.rewritten:
             self.rewritten(result.display, line, notes.get(line), line in result.absorbed)
         for line, reason in result.skipped:
@@ -134,10 +145,23 @@ class Report:
             self.failed(result.display, message, line)
 
     def ignored(self, path: str, why: str, *, named: bool = False) -> None:
-        """Note a path that discovery left out (not counted): shown with `-v` only, or, for
+        """Note a path that discovery left out (not counted): shown with `-vv` only, or, for
         a path named on the command line (`named`), unless quiet."""
-        if self.verbose or (named and not self.quiet):
+        if self.verbose >= 2 or (named and not self.quiet):
             self._err(f"{path}: ignored ({why})")
+
+    def dependencies(self, pyproject: Path | None) -> None:
+        """Say, in one line unless quiet, what the rewritten code imports and which of
+        scanrewrite's extras the project must depend on for it, unless the project's
+        `pyproject` (None: it has none) already names them (see `scanrewrite.dependencies`).
+        Nothing is said after a run that rewrote nothing, or reverted."""
+        if self.quiet or self.reverting or not self.rewritten_calls:
+            return
+        from scanrewrite.dependencies import dependency_note
+
+        note = dependency_note(self.apis, pyproject, would=not self.write_back.writes)
+        if note is not None:
+            self._err(note)
 
     def summary(self) -> None:
         """Print the closing summary line on stderr, unless quiet."""
@@ -162,8 +186,9 @@ class Report:
 
     def __str__(self) -> str:
         """The summary, e.g. `2 files rewritten (5 scan calls, 1 per-step checkpoint
-        absorbed), 40 left unchanged, 3 calls skipped, 1 file failed`; "would be
-        rewritten" when nothing is written.
+        absorbed), 40 left unchanged, 3 calls skipped, 1 file failed`; when nothing is
+        written, `2 files would be rewritten (...), 40 would be left unchanged, 3 calls
+        would be skipped, 1 file failed`, as black says it.
         """
         parts = []
         if self.change_count:
@@ -175,9 +200,9 @@ class Report:
         if self.same_count:
             # Once a count of files leads the line, "40 left unchanged" reads as files.
             count = str(self.same_count) if parts else _plural(self.same_count, "file")
-            parts.append(f"{count} left unchanged")
+            parts.append(f"{count} {self._verb('left unchanged', 'would be left unchanged')}")
         if self.skipped_calls:
-            parts.append(f"{_plural(self.skipped_calls, 'call')} skipped")
+            parts.append(f"{_plural(self.skipped_calls, 'call')} {self._verb('skipped', 'would be skipped')}")
         if self.failure_count:
             parts.append(f"{_plural(self.failure_count, 'file')} failed")
         return ", ".join(parts) if parts else "no Python files found"

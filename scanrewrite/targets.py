@@ -43,6 +43,10 @@ class Target:
     default: bool = True
     #: The parameter that takes the function run at every step.
     body: str = "f"
+    #: The extras of the `scanrewrite` distribution that the replacement needs at run time
+    #: (`[project.optional-dependencies]` in its `pyproject.toml`): a project whose code is
+    #: rewritten must depend on `scanrewrite[...]` with these.
+    extras: tuple[str, ...] = ("runtime",)
 
 
 TARGETS: tuple[Target, ...] = (
@@ -92,6 +96,7 @@ TARGETS: tuple[Target, ...] = (
         ),  # fmt: skip
         added=("checkpoint", "levels"),
         default=False,
+        extras=("runtime", "flax"),
     ),
     Target(
         name="linen.scan",
@@ -106,6 +111,7 @@ TARGETS: tuple[Target, ...] = (
         added=("checkpoint", "levels"),
         default=False,
         body="target",
+        extras=("runtime", "flax"),
     ),
 )
 

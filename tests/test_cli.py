@@ -36,6 +36,10 @@ TWO_SCANS = SCAN + "again = jax.lax.scan(step, 1, None, length=5)\n"
 PLAIN = "x = 1\n"
 BROKEN = "def broken(:\n    jax.lax.scan(step, 0, None, length=3)\n"
 SKIPPED = SCAN + "kept = jax.lax.scan(step, 0, None, length=3, **options)\n"
+#: The line said before the summary of a run that rewrote something, in a project with no
+#: `pyproject.toml` (see `test_cli_dependencies.py`).
+NOTE = "note: the rewritten code imports scanrewrite.runtime: add scanrewrite[runtime] to the project's dependencies"
+WOULD_NOTE = NOTE.replace(" imports ", " would import ")
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -72,6 +76,7 @@ def test_in_place_rewrites_and_exits_0(project: Path) -> None:
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
         "rewritten src/a.py",
+        NOTE,
         "1 file rewritten (2 scan calls), 1 left unchanged",
     ]
 
@@ -90,7 +95,8 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int)
     assert (project / "a.py").read_text() == SCAN
     assert result.stderr.splitlines() == [
         "would rewrite a.py",
-        "1 file would be rewritten (1 scan call), 1 left unchanged",
+        WOULD_NOTE,
+        "1 file would be rewritten (1 scan call), 1 would be left unchanged",
     ]
     assert (result.stdout.startswith("--- a/a.py\n+++ b/a.py\n@@ ")) == ("--diff" in args)
     assert ("-out = jax.lax.scan(step, 0, None, length=3)\n" in result.stdout) == ("--diff" in args)
@@ -101,7 +107,7 @@ def test_every_mode_exits_0_when_nothing_would_change(project: Path, args: list[
     write(project, {"a.py": rewritten(SCAN), "b.py": PLAIN})
     result = invoke(*args, ".")
     assert (result.exit_code, result.stdout) == (0, "")
-    assert result.stderr == "2 files left unchanged\n"
+    assert result.stderr == ("2 files left unchanged\n" if not args else "2 files would be left unchanged\n")
 
 
 @pytest.mark.parametrize("args", [[], ["--check"], ["--diff"], ["--check", "--diff"]])
@@ -212,7 +218,7 @@ def test_symlink_out_of_the_tree_is_not_followed(tmp_path: Path, monkeypatch: py
     (tmp_path / "proj" / "link.py").symlink_to(tmp_path / "outside" / "lib.py")
     (tmp_path / "proj" / "linkdir").symlink_to(tmp_path / "outside")
     monkeypatch.chdir(tmp_path / "proj")
-    result = invoke("-v", ".", "link.py")
+    result = invoke("-vv", ".", "link.py")
     assert result.exit_code == 0
     assert (tmp_path / "outside" / "lib.py").read_text() == SCAN
     assert b"unroll=4" in (tmp_path / "proj" / "a.py").read_bytes()
@@ -233,11 +239,11 @@ def test_gitignore_is_respected(project: Path) -> None:
 
 def test_default_excludes_and_exclude_options(project: Path) -> None:
     write(project, {"build/b.py": SCAN, "gen/g.py": SCAN, "x_pb2.py": SCAN, "a.py": SCAN})
-    assert invoke("--check", "--extend-exclude", r"_pb2\.py$", ".").stderr.splitlines()[:-1] == [
+    assert invoke("--check", "--extend-exclude", r"_pb2\.py$", ".").stderr.splitlines()[:-2] == [
         "would rewrite a.py",
         "would rewrite gen/g.py",
     ]
-    assert invoke("--check", "--exclude", "/gen/", ".").stderr.splitlines()[:-1] == [
+    assert invoke("--check", "--exclude", "/gen/", ".").stderr.splitlines()[:-2] == [
         "would rewrite a.py",
         "would rewrite build/b.py",
         "would rewrite x_pb2.py",
@@ -262,7 +268,7 @@ def test_stdin_in_place_writes_the_result_to_stdout(project: Path) -> None:
     result = invoke("-", input=SCAN.encode())
     assert result.exit_code == 0
     assert result.stdout_bytes == rewritten(SCAN)
-    assert result.stderr.splitlines() == ["rewritten <stdin>", "1 file rewritten (1 scan call)"]
+    assert result.stderr.splitlines() == ["rewritten <stdin>", NOTE, "1 file rewritten (1 scan call)"]
 
 
 def test_stdin_unchanged_is_echoed(project: Path) -> None:
@@ -351,13 +357,41 @@ def test_bad_options_exit_2_and_touch_nothing(project: Path, args: list[str], me
     assert (project / "a.py").read_text() == SCAN
 
 
-def test_verbose_names_every_call(project: Path) -> None:
+@pytest.mark.parametrize("mode", [[], ["--check"], ["--diff"]])
+def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mode: list[str]) -> None:
+    write(project, {"a.py": SKIPPED, "b.py": PLAIN, "c.py": PLAIN, ".gitignore": "d.py\n", "d.py": SCAN})
+    would = bool(mode)
+    rewritten, skipped = ("would rewrite", "would skip") if would else ("rewritten", "skipped")
+    result = invoke("-v", *mode, ".")
+    assert result.stderr.splitlines() == [
+        "project root: .; configuration: none",
+        f"a.py:8: {rewritten}",
+        f"a.py:9: {skipped} (unroll may come from **kwargs)",
+        f"{'would rewrite' if would else 'rewritten'} a.py",
+        WOULD_NOTE if would else NOTE,
+        (
+            "1 file would be rewritten (1 scan call), 2 would be left unchanged, 1 call would be skipped"
+            if would
+            else "1 file rewritten (1 scan call), 2 left unchanged, 1 call skipped"
+        ),
+    ]
+    write(project, {"a.py": SKIPPED})
+    lines = invoke("-vv", *mode, ".").stderr.splitlines()
+    unchanged = "would be left unchanged" if would else "left unchanged"
+    # -vv adds each path left out (folders and Python files only) and each file left unchanged.
+    assert lines[1:3] == [".git: ignored (matches --exclude)", "d.py: ignored (matches .gitignore)"]
+    assert lines[6:8] == [f"b.py: {unchanged}", f"c.py: {unchanged}"]
+    assert len(lines) == 10
+
+
+def test_verbosity_from_the_configuration(project: Path) -> None:
     write(project, {"a.py": SKIPPED, "b.py": PLAIN})
-    result = invoke("-v", "--check", ".")
-    lines = result.stderr.splitlines()
-    assert "a.py:8: rewritten" in lines
-    assert "a.py:9: skipped (unroll may come from **kwargs)" in lines
-    assert "b.py: unchanged" in lines
+    for setting, calls, files in [("true", True, False), ("1", True, False), ("2", True, True), ("false", False, False)]:
+        write(project, {"pyproject.toml": f"[tool.scanrewrite]\nverbose = {setting}\n"})
+        lines = invoke("--check", ".").stderr.splitlines()
+        assert ("a.py:8: would rewrite" in lines, "b.py: would be left unchanged" in lines) == (calls, files), setting
+    write(project, {"pyproject.toml": "[tool.scanrewrite]\nverbose = -1\n"})
+    assert invoke("--check", ".").exit_code == 2
 
 
 def test_quiet_prints_nothing_but_errors(project: Path) -> None:

@@ -68,8 +68,8 @@ def test_verbose_says_an_eqxi_call_gets_no_levels(project: Path) -> None:
     write(project, {"a.py": SCAN, "b.py": EQXI})
     result = invoke("-v", "--levels", "2", "--check", ".")
     lines = result.stderr.splitlines()
-    assert "a.py:8: rewritten" in lines
-    assert "b.py:8: rewritten (levels not written: equinox.internal.scan takes none)" in lines
+    assert "a.py:8: would rewrite" in lines
+    assert "b.py:8: would rewrite (levels not written: equinox.internal.scan takes none)" in lines
     quiet = invoke("--levels", "2", "--check", ".")
     assert "levels" not in quiet.stderr
 

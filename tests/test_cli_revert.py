@@ -28,7 +28,11 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int)
     result = invoke("--revert", *args, ".")
     assert result.exit_code == code
     assert (project / "a.py").read_bytes() == rewritten(SCAN)
-    assert result.stderr.splitlines() == ["would revert a.py", "1 file would be reverted (1 scan call), 1 left unchanged"]
+    # Nothing is said of a dependency: the reverted code no longer imports scanrewrite.runtime.
+    assert result.stderr.splitlines() == [
+        "would revert a.py",
+        "1 file would be reverted (1 scan call), 1 would be left unchanged",
+    ]
     assert ("+out = jax.lax.scan(step, 0, None, length=3)\n" in result.stdout) == ("--diff" in args)
 
 
@@ -58,6 +62,20 @@ def test_verbose_names_each_call_and_what_dropping_its_settings_does(project: Pa
     write(project, {"s.py": skipped})
     result = invoke("--revert", "-v", "s.py")
     assert "s.py:2: skipped (skip pragma)" in result.stderr.splitlines()
+
+
+@pytest.mark.parametrize("args", [["--check"], ["--diff"]])
+def test_verbose_says_would_when_nothing_is_written(project: Path, args: list[str]) -> None:
+    skipped = "y = scanrewrite.runtime.scan(f, c, xs)  # scanrewrite: skip\n"
+    write(project, {"a.py": rewritten(SCAN, checkpoint="dots_saveable"), "s.py": "import scanrewrite.runtime\n" + skipped})
+    result = invoke("--revert", "-v", *args, ".")
+    assert result.stderr.splitlines() == [
+        "project root: .; configuration: none",
+        "a.py:9: would revert (dropped checkpoint=jax.checkpoint_policies.dots_saveable: memory as jax.lax.scan's again)",
+        "would revert a.py",
+        "s.py:2: would skip (skip pragma)",
+        "1 file would be reverted (1 scan call), 1 would be left unchanged, 1 call would be skipped",
+    ]
 
 
 @pytest.mark.parametrize("option", ["--unroll=3", "--no-checkpoint", "--policy=dots_saveable", "--levels=2"])

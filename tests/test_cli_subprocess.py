@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import BROKEN, PLAIN, SCAN, TWO_SCANS, rewritten, write
+from tests.test_cli import BROKEN, NOTE, PLAIN, SCAN, TWO_SCANS, WOULD_NOTE, rewritten, write
 from tests.test_notebook_cli import NOTEBOOK
 
 SCRIPT = Path(sys.executable).parent / "scanrewrite"
@@ -57,7 +57,8 @@ def test_modes_in_a_process_pool(tree: Path, args: list[str], code: int, written
     stderr = result.stderr.decode().splitlines()
     verb = "rewritten" if written else "would rewrite"
     assert stderr[:3] == [f"{verb} pkg/a.py", f"{verb} pkg/b.py", f"{verb} pkg/d.py"]
-    assert stderr[3].endswith(" (4 scan calls), 1 left unchanged")
+    assert stderr[3] == (NOTE if written else WOULD_NOTE)
+    assert stderr[4].endswith(" (4 scan calls), 1 left unchanged" if written else " (4 scan calls), 1 would be left unchanged")
     assert bool(result.stdout) == diff
     assert result.stdout.count(b"\n--- a/pkg/") + result.stdout.startswith(b"--- a/pkg/") == (3 if diff else 0)
 
@@ -108,6 +109,7 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
         "rewritten pkg/b.py",
         "rewritten pkg/d.py",
         "rewritten pkg/sub/e.py",
+        NOTE,
         "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
     ]
     assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
@@ -187,6 +189,38 @@ def test_messages_name_the_place_and_the_cause(tree: Path) -> None:
     ]
     assert run(tree, "-q", "--force-exclude", "link.py", "build/b.py").stderr == b""
     assert outside.read_text() == (tree / "build/b.py").read_text() == SCAN
+
+
+@pytest.mark.parametrize("args", [["--diff"], []], ids=["diff", "in place"])
+def test_verbose_names_every_call_in_a_process_pool(tree: Path, args: list[str]) -> None:
+    """`-v`: one line per call rewritten or skipped, in the order of the files, and none for
+    a file left unchanged; `-vv` names that file too. With `--diff`, every message says "would"."""
+    write(tree, {"pkg/b.py": TWO_SCANS + "kept = jax.lax.scan(step, 0, None, length=3, **options)\n"})
+    would = bool(args)
+    rewrote, skipped, file_verb = ("would rewrite", "would skip", "would rewrite") if would else ("rewritten", "skipped", "rewritten")
+    result = run(tree, "-j2", "-v", *args, "pkg")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.decode().splitlines() if not line.startswith("note: ")]
+    assert lines == [
+        "project root: .; configuration: none",
+        f"pkg/a.py:8: {rewrote}",
+        f"{file_verb} pkg/a.py",
+        f"pkg/b.py:8: {rewrote}",
+        f"pkg/b.py:9: {rewrote}",
+        f"pkg/b.py:10: {skipped} (unroll may come from **kwargs)",
+        f"{file_verb} pkg/b.py",
+        f"pkg/d.py:8: {rewrote}",
+        f"{file_verb} pkg/d.py",
+        (
+            "3 files would be rewritten (4 scan calls), 1 would be left unchanged, 1 call would be skipped"
+            if would
+            else "3 files rewritten (4 scan calls), 1 left unchanged, 1 call skipped"
+        ),
+    ]
+    # Run again: in place, every file is now left unchanged.
+    again = run(tree, "-j2", "-vv", *args, "pkg").stderr.decode().splitlines()
+    expected = ["pkg/c.py: would be left unchanged"] if would else [f"pkg/{name}.py: left unchanged" for name in "abcd"]
+    assert [line for line in again if line.endswith(" left unchanged")] == expected
 
 
 def test_console_script_and_bad_option(tree: Path) -> None:

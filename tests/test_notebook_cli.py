@@ -10,7 +10,7 @@ import pytest
 
 from scanrewrite.mode import WriteBack
 from scanrewrite.report import Changed, FileResult, Report
-from tests.test_cli import PLAIN, SCAN, invoke, rewritten, write
+from tests.test_cli import NOTE, PLAIN, SCAN, WOULD_NOTE, invoke, rewritten, write
 from tests.test_notebook import make, sources
 
 
@@ -91,6 +91,7 @@ def test_folders_are_searched_for_notebooks_with_the_same_excludes(project: Path
     assert result.stderr.splitlines() == [
         "rewritten a.py",
         "rewritten nb/demo.ipynb",
+        NOTE,
         "2 files rewritten (2 scan calls)",
     ]
 
@@ -119,13 +120,17 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int,
     assert result.exit_code == code
     assert (project / "nb/demo.ipynb").read_bytes() == NOTEBOOK
     assert result.stdout == stdout
-    assert result.stderr.splitlines() == ["would rewrite nb/demo.ipynb", "1 file would be rewritten (1 scan call)"]
+    assert result.stderr.splitlines() == ["would rewrite nb/demo.ipynb", WOULD_NOTE, "1 file would be rewritten (1 scan call)"]
 
 
-def test_verbose_names_cell_and_line(project: Path) -> None:
-    write(project, {"nb/demo.ipynb": NOTEBOOK})
-    result = invoke("-v", "--check", "nb/demo.ipynb")
-    assert "nb/demo.ipynb:cell 3:line 2: rewritten" in result.stderr.splitlines()
+@pytest.mark.parametrize("args", [[], ["--check"], ["--cell-diff"], ["--revert"], ["--revert", "--diff"]])
+def test_verbose_names_cell_and_line(project: Path, args: list[str]) -> None:
+    write(project, {"nb/demo.ipynb": AFTER if "--revert" in args else NOTEBOOK, "nb/plain.ipynb": make("x = 1")})
+    result = invoke("-v", *args, "nb")
+    done = {(): "rewritten", ("--revert",): "reverted", ("--revert", "--diff"): "would revert"}.get(tuple(args), "would rewrite")
+    assert f"nb/demo.ipynb:cell 3:line 2: {done}" in result.stderr.splitlines()
+    assert "plain.ipynb" not in result.stderr  # a file left unchanged is named with -vv only
+    assert "nb/plain.ipynb: " in invoke("-vv", *args, "nb").stderr
 
 
 @pytest.mark.parametrize(
@@ -146,6 +151,7 @@ def test_unparsable_cell_is_reported_and_the_rest_written(project: Path) -> None
     assert result.stderr.splitlines() == [
         "error: nb/broken.ipynb:cell 2:line 1: cannot parse: '(' was never closed (cell left as it is)",
         "rewritten nb/broken.ipynb",
+        NOTE,
         "1 file rewritten (1 scan call), 1 file failed",
     ]
     assert sources((project / "nb/broken.ipynb").read_bytes())[:2] == [

@@ -44,8 +44,10 @@ def test_summary(counts: tuple[int, ...], expected: str) -> None:
 
 @pytest.mark.parametrize("write_back", [WriteBack.CHECK, WriteBack.DIFF, WriteBack.CHECK_DIFF])
 def test_summary_says_would_when_nothing_is_written(write_back: WriteBack) -> None:
-    report = filled(write_back, changed=2, same=40, calls=5, skipped=0, failed=0)
-    assert str(report) == "2 files would be rewritten (5 scan calls), 40 left unchanged"
+    report = filled(write_back, changed=2, same=40, calls=5, skipped=3, failed=1)
+    assert str(report) == "2 files would be rewritten (5 scan calls), 40 would be left unchanged, 3 calls would be skipped, 1 file failed"
+    report = filled(write_back, changed=0, same=1, calls=0, skipped=1, failed=0)
+    assert str(report) == "1 file would be left unchanged, 1 call would be skipped"
 
 
 @pytest.mark.parametrize(
@@ -88,23 +90,28 @@ def test_write_back_from_configuration(check: bool, diff: bool, cell_diff: bool,
     assert write_back.fails_on_change == check
 
 
-def test_record_counts_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.YES, verbose=True, color=False)
+def record_all(report: Report) -> None:
     report.record(FileResult("a.py", Changed.YES, rewritten=(3, 9), skipped=((12, "unroll may come from **kwargs"),)))
     report.record(FileResult("b.py"))
     report.record(FileResult("c.py", error=(7, "cannot parse: invalid syntax")))
     report.record(FileResult("d.py", error=(None, "cannot read: not a regular file")))
     report.ignored("build/e.py", "matches --exclude")
+    report.ignored("f.py", "matches .gitignore", named=True)
     report.summary()
+
+
+def test_verbose_names_every_call_and_no_file_left_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    # -v: one line per call rewritten or skipped; the files left alone are only counted.
+    report = Report(WriteBack.YES, verbose=1, color=False)
+    record_all(report)
     assert capsys.readouterr().err.splitlines() == [
         "a.py:3: rewritten",
         "a.py:9: rewritten",
         "a.py:12: skipped (unroll may come from **kwargs)",
         "rewritten a.py",
-        "b.py: unchanged",
         "error: c.py:7: cannot parse: invalid syntax",
         "error: d.py: cannot read: not a regular file",
-        "build/e.py: ignored (matches --exclude)",
+        "f.py: ignored (matches .gitignore)",
         "1 file rewritten (2 scan calls), 1 left unchanged, 1 call skipped, 2 files failed",
     ]
     assert report.return_code == 2
@@ -130,6 +137,77 @@ def test_a_file_source_or_notebook_error_is_one_shape(
     ]
 
 
+def test_very_verbose_names_every_file_and_path_too(capsys: pytest.CaptureFixture[str]) -> None:
+    report = Report(WriteBack.YES, verbose=2, color=False)
+    record_all(report)
+    assert capsys.readouterr().err.splitlines() == [
+        "a.py:3: rewritten",
+        "a.py:9: rewritten",
+        "a.py:12: skipped (unroll may come from **kwargs)",
+        "rewritten a.py",
+        "b.py: left unchanged",
+        "error: c.py:7: cannot parse: invalid syntax",
+        "error: d.py: cannot read: not a regular file",
+        "build/e.py: ignored (matches --exclude)",
+        "f.py: ignored (matches .gitignore)",
+        "1 file rewritten (2 scan calls), 1 left unchanged, 1 call skipped, 2 files failed",
+    ]
+
+
+@pytest.mark.parametrize("write_back", [WriteBack.CHECK, WriteBack.DIFF, WriteBack.CHECK_DIFF, WriteBack.CELL_DIFF])
+def test_every_message_says_would_when_nothing_is_written(write_back: WriteBack, capsys: pytest.CaptureFixture[str]) -> None:
+    report = Report(write_back, verbose=2, color=False)
+    record_all(report)
+    assert capsys.readouterr().err.splitlines() == [
+        "a.py:3: would rewrite",
+        "a.py:9: would rewrite",
+        "a.py:12: would skip (unroll may come from **kwargs)",
+        "would rewrite a.py",
+        "b.py: would be left unchanged",
+        "error: c.py:7: cannot parse: invalid syntax",
+        "error: d.py: cannot read: not a regular file",
+        "build/e.py: ignored (matches --exclude)",
+        "f.py: ignored (matches .gitignore)",
+        "1 file would be rewritten (2 scan calls), 1 would be left unchanged, 1 call would be skipped, 2 files failed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("write_back", "expected"),
+    [
+        pytest.param(
+            WriteBack.YES,
+            [
+                "a.py:3: reverted (dropped levels=2: memory as jax.lax.scan's again)",
+                "a.py:12: skipped (skip pragma)",
+                "reverted a.py",
+                "b.py: left unchanged",
+                "1 file reverted (1 scan call), 1 left unchanged, 1 call skipped",
+            ],
+            id="in place",
+        ),
+        pytest.param(
+            WriteBack.CHECK,
+            [
+                "a.py:3: would revert (dropped levels=2: memory as jax.lax.scan's again)",
+                "a.py:12: would skip (skip pragma)",
+                "would revert a.py",
+                "b.py: would be left unchanged",
+                "1 file would be reverted (1 scan call), 1 would be left unchanged, 1 call would be skipped",
+            ],
+            id="check",
+        ),
+    ],
+)
+def test_revert_messages(write_back: WriteBack, expected: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    report = Report(write_back, verbose=2, color=False, reverting=True)
+    note = "dropped levels=2: memory as jax.lax.scan's again"
+    report.record(FileResult("a.py", Changed.YES, rewritten=(3,), skipped=((12, "skip pragma"),), notes=((3, note),)))
+    report.record(FileResult("b.py"))
+    report.summary()
+    assert capsys.readouterr().err.splitlines() == expected
+
+
 def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
     report = Report(WriteBack.CHECK, verbose=True, color=False)
     note = "per-step jax.checkpoint absorbed: the runtime checkpoints chunks instead"
@@ -144,9 +222,9 @@ def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.Capt
     )
     report.summary()
     assert capsys.readouterr().err.splitlines() == [
-        f"a.py:3: rewritten ({note})",
-        "a.py:5: rewritten",
-        f"a.py:cell 2:line 1: rewritten ({note})",
+        f"a.py:3: would rewrite ({note})",
+        "a.py:5: would rewrite",
+        f"a.py:cell 2:line 1: would rewrite ({note})",
         "would rewrite a.py",
         "1 file would be rewritten (3 scan calls, 2 per-step checkpoints absorbed)",
     ]
@@ -160,7 +238,7 @@ def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixtur
     report.summary()
     assert capsys.readouterr().err.splitlines() == [
         "would rewrite a.py",
-        "1 file would be rewritten (1 scan call), 1 left unchanged, 1 call skipped",
+        "1 file would be rewritten (1 scan call), 1 would be left unchanged, 1 call would be skipped",
     ]
 
 
