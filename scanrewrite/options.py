@@ -17,18 +17,13 @@ This module is pure data (and the checks): it imports neither click nor libcst n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.targets import (
-    CHECKPOINT_POLICIES,
-    DEFAULT_TARGETS,
-    TARGET_NAMES,
-    select,
-)
+from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
 
-__all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options"]
+__all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options", "merged"]
 
 
 class Kind:
@@ -221,8 +216,8 @@ class Options:
     checkpoint: str | None = _option(
         Choice(("none", *CHECKPOINT_POLICIES), none=True),
         None,
-        "Write checkpoint=False ('none') or checkpoint=jax.checkpoint_policies.NAME into every rewritten call "
-        "that takes it (default: neither: the runtime checkpoints chunks).",
+        "Write checkpoint=False (none) or checkpoint=jax.checkpoint_policies.NAME into every rewritten call "
+        f"that takes it; NAME is one of {_POLICIES}.",
         flags=(
             Flag(
                 "no-checkpoint",
@@ -294,3 +289,16 @@ def _table() -> tuple[Option, ...]:
 #: The options, in the order of `Options`' fields: the table the command line, its
 #: configuration and libcst's runner are made from.
 OPTIONS: tuple[Option, ...] = _table()
+
+
+def merged(options: Options | None, changes: Mapping[str, Any]) -> Options:
+    """`options` (else the defaults) with `changes` made: how the transforms take their options,
+    `rewrite(source, options)`, `rewrite(source, unroll=8)`, or both. Raises `TypeError` for a
+    name that is no option and `ValueError` for a value that is not valid."""
+    unknown = sorted(set(changes) - {option.name for option in OPTIONS})
+    if unknown:
+        known = ", ".join(option.name for option in OPTIONS)
+        raise TypeError(f"unknown option {unknown[0]!r}; the options are {known}")
+    if options is None:
+        return Options(**changes)
+    return dataclasses.replace(options, **changes) if changes else options

@@ -45,14 +45,14 @@ The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the d
 ```python
 set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
 set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
-write_picks(source: bytes, picks: Mapping[int, Settings | None], line_length=88) -> UnrollResult
+write_picks(source: bytes, picks: Mapping[int, Settings | None], options=None, /, **changes) -> UnrollResult
 read_unroll(source: bytes) -> dict[int, int | None]
 ```
 
 And its inverse, `scanrewrite --revert`:
 
 ```python
-revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResult
+revert(source: bytes, options=None, /, *, lines=None, **changes) -> RewriteResult
 ```
 """
 
