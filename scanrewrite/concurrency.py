@@ -40,26 +40,14 @@ def needles(targets: tuple[str, ...]) -> tuple[bytes, ...]:
     return (b"scanrewrite", *dict.fromkeys(last_names))
 
 
-def rewrite_options(mode: Mode) -> dict[str, object]:
-    """The keyword options of `scanrewrite.codemod.rewrite` that `mode` sets."""
-    return {
-        "unroll": mode.unroll,
-        "checkpoint": mode.checkpoint,
-        "levels": mode.levels,
-        "targets": mode.targets,
-        "first_party": mode.first_party,
-        "line_length": mode.line_length,
-    }
-
-
 def transform(mode: Mode) -> Callable[[bytes], RewriteResult]:
     """The pure transform `mode` asks for: `scanrewrite.codemod.rewrite` with its options, or
     `scanrewrite.codemod.revert`."""
     if mode.revert:
         from scanrewrite.codemod import revert  # (imported only for a revert)
 
-        return functools.partial(revert, line_length=mode.line_length, first_party=mode.first_party)
-    return functools.partial(rewrite, **rewrite_options(mode))
+        return lambda source: revert(source, mode.options)
+    return lambda source: rewrite(source, mode.options)
 
 
 def rewrite_checked(source: bytes, mode: Mode) -> RewriteResult:
@@ -96,7 +84,7 @@ def screen(original: bytes, display: str, mode: Mode) -> FileResult | None:
         check_decodable(original)
     except FileError as exc:
         return FileResult(display, error=(exc.line, exc.message))
-    return None if any(needle in original for needle in needles(mode.targets)) else FileResult(display)
+    return None if any(needle in original for needle in needles(mode.options.targets)) else FileResult(display)
 
 
 def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBack) -> tuple[FileResult, bytes]:
@@ -108,7 +96,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     if is_notebook(display):
         return _rewrite_notebook_bytes(original, display, mode, write_back)
     try:
-        if not may_rewrite(original, mode.targets):
+        if not may_rewrite(original, mode.options.targets):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
     except SourceError as exc:
@@ -139,7 +127,7 @@ def _rewrite_notebook_bytes(
     from scanrewrite.notebook import NotebookError, notebook_diff, rewrite_notebook
 
     try:
-        result = rewrite_notebook(original, transform=transform(mode), targets=mode.targets)
+        result = rewrite_notebook(original, mode.options, transform=transform(mode))
     except (NotebookError, SourceError) as exc:
         return FileResult(display, error=(exc.line, exc.message)), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others

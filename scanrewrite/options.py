@@ -17,6 +17,7 @@ This module is pure data (and the checks): it imports neither click nor libcst n
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,9 +98,11 @@ class Choice(Kind):
     def check(self, value: Any) -> str | None:
         if (value is None and self.none) or (isinstance(value, str) and value in self.names):
             return value
+        close = difflib.get_close_matches(value, self.names, n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         if self.names[0] == "none":
-            raise ValueError(f"must be 'none' or one of {', '.join(self.names[1:])}; got {value!r}")
-        raise ValueError(f"must be one of {', '.join(self.names)}; got {value!r}")
+            raise ValueError(f"must be 'none' or one of {', '.join(self.names[1:])}; got {value!r}{hint}")
+        raise ValueError(f"must be one of {', '.join(self.names)}; got {value!r}{hint}")
 
 
 @dataclass(frozen=True)
@@ -220,15 +223,15 @@ class Options:
         f"that takes it; NAME is one of {_POLICIES}.",
         flags=(
             Flag(
-                "no-checkpoint",
-                "Write checkpoint=False: chunks are not checkpointed.",
-                constant="none",
-            ),
-            Flag(
                 "policy",
                 "Write checkpoint=jax.checkpoint_policies.NAME (not with --no-checkpoint); NAME is one of "
                 f"{_POLICIES}.",
                 kind=Choice(CHECKPOINT_POLICIES),
+            ),
+            Flag(
+                "no-checkpoint",
+                "Write checkpoint=False: chunks are not checkpointed.",
+                constant="none",
             ),
         ),
     )

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import click
 
-from scanrewrite.mode import WriteBack
-
 
 class Changed(enum.Enum):
     """Whether the rewrite of one file differs from the file."""
@@ -57,7 +55,10 @@ class Report:
     `verbose` adds one line per call and per ignored path.
     """
 
-    write_back: WriteBack = WriteBack.YES
+    #: `--check`: nothing is written, and a file that would change makes the exit code 1.
+    check: bool = False
+    #: `--diff` (or `--cell-diff`): nothing is written.
+    diff: bool = False
     verbose: bool = False
     quiet: bool = False
     #: Colour on or off; None leaves it to click (on when stderr is a terminal).
@@ -79,7 +80,7 @@ class Report:
 
     def _verb(self, done: str, would: str) -> str:
         """`done` (``"rewritten"``) or `would` (``"would rewrite"``), reworded for a revert."""
-        verb = done if self.write_back.writes else would
+        verb = would if self.check or self.diff else done
         return _REVERT_VERBS.get(verb, verb) if self.reverting else verb
 
     def _err(self, message: str, **style: object) -> None:
@@ -156,7 +157,7 @@ class Report:
         """
         if self.failure_count:
             return 2
-        if self.change_count and self.write_back.fails_on_change:
+        if self.change_count and self.check:
             return 1
         return 0
 

@@ -446,9 +446,14 @@ def test_unknown_config_keys_warn_with_a_suggestion(project: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("unroll = 0", "error: pyproject.toml: [tool.scanrewrite] unroll: 0 is not in the range x>=1."),
+        ("unroll = 0", "error: pyproject.toml: [tool.scanrewrite] unroll: must be a positive integer, got 0\n"),
         ("unroll = true", "error: pyproject.toml: [tool.scanrewrite] unroll: expected a value, not true/false"),
-        ("policy = 'bogus'", "error: pyproject.toml: [tool.scanrewrite] policy: 'bogus' is not one of"),
+        (
+            "policy = 'dots_savable'",
+            "error: pyproject.toml: [tool.scanrewrite] policy: must be one of checkpoint_dots, "
+            "checkpoint_dots_with_no_batch_dims, dots_saveable, dots_with_no_batch_dims_saveable, everything_saveable, "
+            "nothing_saveable; got 'dots_savable' (did you mean 'dots_saveable'?)\n",
+        ),
         ("exclude = '('", "error: pyproject.toml: [tool.scanrewrite] exclude: not a valid regular expression"),
         ("force-exclude = 'yes please'", "error: pyproject.toml: [tool.scanrewrite] force-exclude: expected true or false"),
         ("unroll = = 3", "error: pyproject.toml:2: invalid TOML: "),

@@ -9,7 +9,7 @@ from scanrewrite.report import Changed, FileResult, Report
 
 
 def filled(write_back: WriteBack, *, changed: int, same: int, calls: int, skipped: int, failed: int) -> Report:
-    report = Report(write_back, quiet=True)
+    report = Report(check=write_back.fails_on_change, diff=write_back.shows_diff, quiet=True)
     report.change_count, report.same_count, report.failure_count = changed, same, failed
     report.rewritten_calls, report.skipped_calls = calls, skipped
     return report
@@ -83,7 +83,7 @@ def test_write_back_from_configuration(check: bool, diff: bool, cell_diff: bool,
 
 
 def test_record_counts_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.YES, verbose=True, color=False)
+    report = Report(verbose=True, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3, 9), skipped=((12, "unroll may come from **kwargs"),)))
     report.record(FileResult("b.py"))
     report.record(FileResult("c.py", error=(7, "cannot parse: invalid syntax")))
@@ -105,7 +105,7 @@ def test_record_counts_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.CHECK, verbose=True, color=False)
+    report = Report(check=True, verbose=True, color=False)
     note = "per-step jax.checkpoint absorbed: the runtime checkpoints chunks instead"
     report.record(
         FileResult(
@@ -127,7 +127,7 @@ def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.Capt
 
 
 def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.CHECK, color=False)
+    report = Report(check=True, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,), skipped=((4, "pragma"),)))
     report.record(FileResult("b.py"))
     report.ignored("c.py", "matches .gitignore")
@@ -139,7 +139,7 @@ def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixtur
 
 
 def test_quiet_prints_errors_only(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.YES, quiet=True, color=False)
+    report = Report(quiet=True, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,)))
     report.record(FileResult("c.py", error=(1, "cannot parse: invalid syntax")))
     report.summary()
