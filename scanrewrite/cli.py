@@ -333,7 +333,7 @@ def _process_stdin(
     emit: Callable[[FileResult], None],
 ) -> None:
     """Rewrite stdin; in place mode writes the result (or the input, if excluded) to stdout."""
-    from scanrewrite.concurrency import rewrite_bytes, screen
+    from scanrewrite.per_file import rewrite_bytes, screen
 
     original = sys.stdin.buffer.read()
     display = display_path(name) if name else "<stdin>"

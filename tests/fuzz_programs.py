@@ -28,7 +28,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from scanrewrite.codemod import RewriteResult, SourceError, rewrite
-from scanrewrite.concurrency import rewrite_bytes, screen
+from scanrewrite.per_file import rewrite_bytes, screen
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.options import Options
 from scanrewrite.report import Changed
