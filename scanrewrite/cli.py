@@ -31,9 +31,9 @@ from scanrewrite.files import (
 )
 from scanrewrite.interrupts import ending_by_signal
 from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.options import OPTIONS, Flag, Kind, Option, Options
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
-from scanrewrite.options import OPTIONS, Flag, Kind, Option, Options
 from scanrewrite.targets import TARGETS
 
 #: The options that belong to one invocation, which `[tool.scanrewrite]` cannot set: the mode

@@ -259,6 +259,7 @@ class Options:
         flags=(
             Flag(
                 "line-length",
+                kind=PositiveInt(),
                 default_help="ruff's or black's line-length in the project's configuration, else 88",
             ),
         ),
