@@ -18,17 +18,20 @@ from scanrewrite.codemod._import_edits import ImportEdits
 from scanrewrite.codemod._rewrite import Rewriter
 from scanrewrite.codemod._rewrite import SkipFile as SkipFilePragma
 from scanrewrite.options import OPTIONS, Kind, Options
+from scanrewrite.targets import TARGETS
 
 __all__ = ["ScanRewriteCommand"]
 
 
 class ScanRewriteCommand(VisitorBasedCodemodCommand):
-    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls (and, with `--targets`,
-    `jax.lax.fori_loop` and `jax.lax.map` calls) to `scanrewrite.runtime`."""
+    """Rewrite `jax.lax.scan` and `equinox.internal.scan` calls (and, with `--targets`, those of
+    the other APIs in `scanrewrite.targets`) to `scanrewrite.runtime`. Its arguments are the
+    options of `scanrewrite.options.OPTIONS` that libcst's runner takes."""
 
     DESCRIPTION = (
-        "Rewrite jax.lax.scan and equinox.internal.scan calls (--targets: also jax.lax.fori_loop "
-        "and jax.lax.map) into scanrewrite.runtime's chunked, checkpointed scans with an unrolled body."
+        f"Rewrite {' and '.join(target.qualified_name for target in TARGETS if target.default)} calls (--targets: "
+        f"also {', '.join(target.qualified_name for target in TARGETS if not target.default)}) into "
+        "scanrewrite.runtime's chunked, checkpointed scans with an unrolled body."
     )
 
     @staticmethod
