@@ -39,7 +39,7 @@ LAYERS = (
 )
 MAX_LINES = 400
 #: What the codemod stands on: the tables of known APIs and the layout engine.
-BELOW_THE_CODEMOD = {"scanrewrite.targets", "scanrewrite.wrappers", "scanrewrite.pragmas", "scanrewrite.layout"}
+BELOW_THE_CODEMOD = {"scanrewrite.targets", "scanrewrite.options", "scanrewrite.wrappers", "scanrewrite.pragmas", "scanrewrite.layout"}
 
 
 def _scanrewrite_imports(path: Path) -> set[str]:

@@ -211,3 +211,13 @@ def test_help_lists_every_flag_target_and_policy() -> None:
             assert f"--{flag.name}" in text
     for name in (*TARGET_NAMES, *CHECKPOINT_POLICIES):
         assert name in text
+
+
+def test_the_table_is_pure_data() -> None:
+    """Importing it loads neither click, libcst nor jax: the codemod and libcst's runner read it."""
+    import subprocess
+    import sys
+
+    code = "import sys, scanrewrite.options; print(sorted({'click', 'libcst', 'jax'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
