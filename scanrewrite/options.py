@@ -52,6 +52,14 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _names(value: object) -> tuple[str, ...] | None:
+    """`value` as a tuple of strings, if it is a collection (or other iterable) of them."""
+    if not isinstance(value, Iterable):
+        return None
+    names = tuple(value)
+    return names if all(isinstance(name, str) for name in names) else None
+
+
 def _int_text(text: str) -> int | str:
     return int(text) if text.isascii() and text.isdigit() else text
 
@@ -113,11 +121,10 @@ class Targets(Kind):
     metavar: str = "NAMES"
 
     def check(self, value: Any) -> tuple[str, ...]:
-        if not isinstance(value, str) and not (
-            isinstance(value, Iterable) and all(isinstance(name, str) for name in value)
-        ):
+        names = value if isinstance(value, str) else _names(value)
+        if names is None:
             raise ValueError(f"expected names separated by commas, got {value!r}")
-        return tuple(target.name for target in select(value))
+        return tuple(target.name for target in select(names))
 
     def show(self, value: Any) -> str:
         return ",".join(value)
@@ -128,9 +135,10 @@ class Names(Kind):
     """A collection of names, as a frozenset."""
 
     def check(self, value: Any) -> frozenset[str]:
-        if isinstance(value, str) or not isinstance(value, Iterable) or not all(isinstance(n, str) for n in value):
+        names = None if isinstance(value, str) else _names(value)
+        if names is None:
             raise ValueError(f"must be a collection of names, got {value!r}")
-        return frozenset(value)
+        return frozenset(names)
 
 
 @dataclass(frozen=True)
