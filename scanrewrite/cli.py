@@ -288,9 +288,10 @@ def main(
         ctx.exit(0)
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
+    if "line_length" not in values:
+        values["line_length"] = formatter_line_length(root)
     # The added import goes where import sorters put it, before the project's own packages.
-    values = {"line_length": formatter_line_length(root), **values, "first_party": first_party_names(root)}
-    mode = Mode(Options(**values), revert=revert)
+    mode = Mode(Options(**values, first_party=first_party_names(root)), revert=revert)
     if verbose:
         click.echo(f"project root: {display_path(root)}; configuration: {config or 'none'}", err=True)
     discovery = Discovery(
