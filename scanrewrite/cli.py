@@ -11,8 +11,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 
 import click
 from click.core import ParameterSource
@@ -32,27 +31,14 @@ from scanrewrite.files import (
 )
 from scanrewrite.interrupts import ending_by_signal
 from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.options import OPTIONS, Flag, Kind, Option, Options
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
-from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
+from scanrewrite.targets import TARGETS
 
-#: Options that `[tool.scanrewrite]` may set: key (the long option name) -> click parameter.
-#: The mode (`--check`, `--diff`), stdin and `--config` itself belong to one invocation.
-CONFIG_KEYS = {
-    "unroll": "unroll",
-    "no-checkpoint": "no_checkpoint",
-    "policy": "policy",
-    "levels": "levels",
-    "targets": "targets",
-    "line-length": "line_length",
-    "exclude": "exclude",
-    "extend-exclude": "extend_exclude",
-    "force-exclude": "force_exclude",
-    "jobs": "jobs",
-    "quiet": "quiet",
-    "verbose": "verbose",
-    "color": "color",
-}
+#: The options that belong to one invocation, which `[tool.scanrewrite]` cannot set: the mode
+#: (`--check`, `--diff`, `--revert`), stdin and `--config` itself. It sets every other (`CONFIG_KEYS`).
+PER_RUN = frozenset({"revert", "check", "diff", "cell_diff", "stdin_filename", "config"})
 
 
 class ConfigError(click.ClickException):
@@ -131,35 +117,64 @@ def _either(ctx: click.Context, first: str, second: str, a: object, b: object) -
     return (a, None) if a_wins else (None, b)
 
 
-class _Levels(click.ParamType):
-    """A positive int or "auto" (also an int from TOML)."""
+class _OptionType(click.ParamType):
+    """The values of a `scanrewrite.options.Kind`, as click's type: text (from the command
+    line, or a string from TOML) is parsed, any other value from TOML checked."""
 
-    name = "levels"
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.name = kind.metavar
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
-        if value == "auto":
-            return "auto"
-        if isinstance(value, str) and value.isascii() and value.isdigit():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-            return value
-        self.fail(f"must be a positive integer or 'auto', got {value!r}", param, ctx)
-
-
-class _Targets(click.ParamType):
-    """Names out of `TARGET_NAMES`, comma-separated (or a list of them, from TOML)."""
-
-    name = "targets"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
-        if isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value):
-            value = ",".join(value)
-        if not isinstance(value, str):
-            self.fail(f"expected names separated by commas, got {value!r}", param, ctx)
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
         try:
-            return tuple(target.name for target in select(value))
+            return self.kind.parse(value) if isinstance(value, str) else self.kind.check(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def _flag(option: Option, flag: Flag) -> Callable[[Callable], Callable]:
+    """The click option of `flag`, which sets `option`."""
+    help = flag.help or option.help
+    if flag.constant is not None:
+        return click.option(f"--{flag.name}", is_flag=True, help=help)
+    kind = flag.kind or option.kind
+    settings: dict[str, object] = {"type": _OptionType(kind), "metavar": kind.metavar}
+    if flag.default_help is not None:
+        help = f"{help.removesuffix('.')} [default: {flag.default_help}]."
+    elif option.default is not None:
+        settings.update(default=kind.show(option.default), show_default=True)
+    return click.option(f"--{flag.name}", help=help, **settings)
+
+
+def _rewrite_flags(function: Callable) -> Callable:
+    """`function` with the flags of every option in `scanrewrite.options.OPTIONS`, in the
+    table's order."""
+    for option in reversed(OPTIONS):
+        for flag in reversed(option.flags):
+            function = _flag(option, flag)(function)
+    return function
+
+
+def _options(ctx: click.Context, flags: dict[str, object]) -> dict[str, object]:
+    """The options that the flags (from the command line or the configuration) set: option
+    name -> value. Of two flags of one option, the one from the command line wins over the one
+    from the configuration; both from the same place is a usage error."""
+    values = {}
+    for option in OPTIONS:
+        given = [flag for flag in option.flags if flags[flag.dest] not in (None, False)]
+        if len(given) == 2:
+            first, second = given
+            kept, _ = _either(ctx, first.dest, second.dest, flags[first.dest], flags[second.dest])
+            given = [first if kept else second]
+        for flag in given:
+            values[option.name] = flags[flag.dest] if flag.constant is None else flag.constant
+    return values
+
+
+def _listed(names: Iterable[str]) -> str:
+    """`a, b and c`."""
+    *first, last = names
+    return f"{', '.join(first)} and {last}" if first else last
 
 
 def _write_stdout(data: bytes) -> None:
@@ -170,51 +185,13 @@ def _write_stdout(data: bytes) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str), is_eager=True, metavar="[PATHS]...")
-@click.option(
-    "--unroll",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Steps per chunk: the unroll=N written into every rewritten call.",
-)
-@click.option("--no-checkpoint", is_flag=True, help="Write checkpoint=False: chunks are not checkpointed.")
-@click.option(
-    "--policy",
-    type=click.Choice(CHECKPOINT_POLICIES),
-    metavar="NAME",
-    help="Write checkpoint=jax.checkpoint_policies.NAME (not with --no-checkpoint); NAME is one of "
-    + ", ".join(CHECKPOINT_POLICIES)
-    + ".",
-)
-@click.option(
-    "--levels",
-    type=_Levels(),
-    metavar="N|auto",
-    help="Write levels=N (or levels=\"auto\") into every rewritten call: nested checkpointing "
-    "(eqxi.scan calls get none).",
-)
+@_rewrite_flags
 @click.option(
     "--revert",
     is_flag=True,
-    help="Undo the rewrite: turn scanrewrite.runtime calls back into the jax.lax.scan, equinox.internal.scan, "
-    "jax.lax.fori_loop, jax.lax.map, flax.nnx.scan and flax.linen.scan calls they replaced (dropping unroll=, "
-    "checkpoint= and levels=).",
-)
-@click.option(
-    "--targets",
-    type=_Targets(),
-    default=",".join(DEFAULT_TARGETS),
-    show_default=True,
-    metavar="NAMES",
-    help=f"The APIs whose calls are rewritten, comma-separated, out of {', '.join(TARGET_NAMES)}. "
-    "Add lax.fori_loop and lax.map for loops that are differentiated, nnx.scan and linen.scan for Flax's "
-    "scans over layers.",
-)
-@click.option(
-    "--line-length",
-    type=click.IntRange(min=1),
-    help="The formatters' line length: a rewritten call that no longer fits is split as ruff format and "
-    "black split it [default: ruff's or black's line-length in the project's configuration, else 88].",
+    help="Undo the rewrite: turn scanrewrite.runtime calls back into the "
+    + _listed(target.qualified_name for target in TARGETS)
+    + " calls they replaced (dropping unroll=, checkpoint= and levels=).",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option(
@@ -268,13 +245,7 @@ def _write_stdout(data: bytes) -> None:
 def main(
     ctx: click.Context,
     paths: tuple[str, ...],
-    unroll: int,
-    no_checkpoint: bool,
-    policy: str | None,
-    levels: int | str | None,
     revert: bool,
-    targets: tuple[str, ...],
-    line_length: int | None,
     check: bool,
     diff: bool,
     cell_diff: bool,
@@ -287,6 +258,7 @@ def main(
     verbose: int,
     color: bool | None,
     config: str | None,
+    **flags: object,
 ) -> None:
     """Rewrite the jax.lax.scan and equinox.internal.scan calls in PATHS (files or folders,
     or '-' for stdin) into chunked, checkpointed scans with an unrolled body (with --targets,
@@ -296,7 +268,7 @@ def main(
     Exit status: 0 nothing to do or all written, 1 --check found files that would change,
     2 an error (a file that cannot be read, decoded, parsed or written; a bad option).
     """
-    policy, no_checkpoint = _either(ctx, "policy", "no_checkpoint", policy, no_checkpoint)
+    values = _options(ctx, flags)
     quiet, verbose = _either(ctx, "quiet", "verbose", quiet, verbose)
     if "-" in paths and len(paths) > 1:
         raise click.BadArgumentUsage("'-' (stdin) cannot be combined with other paths")
@@ -304,16 +276,18 @@ def main(
         raise click.BadOptionUsage("stdin_filename", "--stdin-filename needs '-' among the paths")
 
     if revert:
-        for name in ("unroll", "no_checkpoint", "policy", "levels", "targets"):
-            if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-                raise click.UsageError(f"--revert and --{name.replace('_', '-')} cannot be used together")
-    mode = Mode(
-        unroll=unroll, checkpoint="none" if no_checkpoint else policy, levels=levels, targets=targets, revert=revert
-    )
+        for flag in (flag for option in OPTIONS if not option.reverts for flag in option.flags):
+            if ctx.get_parameter_source(flag.dest) == ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--revert and --{flag.name} cannot be used together")
     write_back = WriteBack.from_configuration(check=check, diff=diff, cell_diff=cell_diff)
     no_color = color is None and bool(os.environ.get("NO_COLOR"))
     report = Report(
-        write_back, verbose=verbose or 0, quiet=bool(quiet), color=False if no_color else color, reverting=revert
+        check=check,
+        diff=diff or cell_diff,
+        verbose=verbose or 0,
+        quiet=bool(quiet),
+        color=False if no_color else color,
+        reverting=revert,
     )
     diff_color = color if color is not None else not no_color and sys.stdout.isatty()
     if not paths:
@@ -322,8 +296,10 @@ def main(
         ctx.exit(0)
 
     root = find_project_root(_paths_for_root(paths, stdin_filename))
+    if "line_length" not in values:
+        values["line_length"] = formatter_line_length(root)
     # The added import goes where import sorters put it, before the project's own packages.
-    mode = replace(mode, first_party=first_party_names(root), line_length=line_length or formatter_line_length(root))
+    mode = Mode(Options(**values, first_party=first_party_names(root)), revert=revert)
     if verbose:
         where = display_path(config) if config else "none"
         click.echo(f"project root: {display_path(root)}; configuration: {where}", err=True)
@@ -368,7 +344,7 @@ def _process_stdin(
     emit: Callable[[FileResult], None],
 ) -> None:
     """Rewrite stdin; in place mode writes the result (or the input, if excluded) to stdout."""
-    from scanrewrite.concurrency import rewrite_bytes, screen
+    from scanrewrite.per_file import rewrite_bytes, screen
 
     original = sys.stdin.buffer.read()
     display = display_path(name) if name else "<stdin>"
@@ -385,3 +361,11 @@ def _process_stdin(
     if write_back.writes and result.error is None:
         _write_stdout(code)
     emit(result)
+
+
+#: The keys `[tool.scanrewrite]` may set: each option's long name -> its click parameter.
+CONFIG_KEYS = {
+    next(name for name in param.opts if name.startswith("--"))[2:]: param.name
+    for param in main.params
+    if isinstance(param, click.Option) and param.expose_value and param.name not in PER_RUN
+}

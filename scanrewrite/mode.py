@@ -9,36 +9,22 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from scanrewrite.targets import DEFAULT_TARGETS
+from scanrewrite.options import Options
 
 
 @dataclass(frozen=True)
 class Mode:
-    """Options of the transform itself, passed unchanged to `scanrewrite.codemod.rewrite`
-    (or `revert`).
+    """The transform a run applies to each file: `scanrewrite.codemod.rewrite` with
+    `options`, or `revert`.
 
     Frozen and hashable, so it travels to worker processes as it is.
     """
 
-    #: Steps per chunk written as `unroll=N` into every rewritten call.
-    unroll: int = 4
-    #: None leaves the runtime's default (checkpointed); "none" writes
-    #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`.
-    checkpoint: str | None = None
-    #: None writes no `levels=`; a positive int or "auto" writes it into every
-    #: rewritten call of a target that takes it (`jax.lax.scan`).
-    levels: int | str | None = None
-    #: The names of the APIs whose calls are rewritten (`scanrewrite.targets`).
-    targets: tuple[str, ...] = DEFAULT_TARGETS
-    #: The project's own top-level packages and modules, which import sorters call
-    #: first-party: the added import goes before them (see `scanrewrite.codemod`).
-    first_party: frozenset[str] = frozenset()
-    #: Undo the rewrite instead (`--revert`): the options above other than `first_party`
-    #: and `line_length` then do not apply.
+    #: What the rewrite writes, and how it lays it out (see `scanrewrite.options`).
+    options: Options = Options()
+    #: Undo the rewrite instead (`--revert`): of `options`, only those that `revert` reads
+    #: (`Option.reverts`: the line length and the first-party names) then apply.
     revert: bool = False
-    #: The formatters' line length: a call the transform makes longer or shorter is laid
-    #: out as they would (see `scanrewrite.codemod.rewrite`).
-    line_length: int = 88
 
 
 class WriteBack(enum.Enum):

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import click
 
-from scanrewrite.mode import WriteBack
-
 
 class Changed(enum.Enum):
     """Whether the rewrite of one file differs from the file."""
@@ -64,7 +62,10 @@ class Report:
     "would".
     """
 
-    write_back: WriteBack = WriteBack.YES
+    #: `--check`: nothing is written, and a file that would change makes the exit code 1.
+    check: bool = False
+    #: `--diff` (or `--cell-diff`): nothing is written.
+    diff: bool = False
     #: 0: changed files only; 1 (`-v`): every call too; 2 (`-vv`): every file and path too.
     verbose: int = 0
     quiet: bool = False
@@ -89,7 +90,7 @@ class Report:
 
     def _verb(self, done: str, would: str) -> str:
         """`done` (``"rewritten"``) or `would` (``"would rewrite"``), reworded for a revert."""
-        verb = done if self.write_back.writes else would
+        verb = would if self.check or self.diff else done
         return _REVERT_VERBS.get(verb, verb) if self.reverting else verb
 
     def _err(self, message: str, **style: object) -> None:
@@ -159,7 +160,7 @@ class Report:
             return
         from scanrewrite.dependencies import dependency_note
 
-        note = dependency_note(self.apis, pyproject, would=not self.write_back.writes)
+        note = dependency_note(self.apis, pyproject, would=self.check or self.diff)
         if note is not None:
             self._err(note)
 
@@ -180,7 +181,7 @@ class Report:
         """
         if self.failure_count:
             return 2
-        if self.change_count and self.write_back.fails_on_change:
+        if self.change_count and self.check:
             return 1
         return 0
 

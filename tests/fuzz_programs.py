@@ -28,8 +28,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from scanrewrite.codemod import RewriteResult, SourceError, rewrite
-from scanrewrite.concurrency import rewrite_bytes, screen
+from scanrewrite.per_file import rewrite_bytes, screen
 from scanrewrite.mode import Mode, WriteBack
+from scanrewrite.options import Options
 from scanrewrite.report import Changed
 from tests.revert_corpus import round_trip
 
@@ -204,9 +205,9 @@ def check(source: bytes, options: dict[str, object]) -> tuple[RewriteResult | No
     if again.code != result.code or again.rewritten:
         found.append("the rewrite is not idempotent")
     # The command line's path, in the mode that writes nothing but says what would change.
-    screened = screen(source, "generated.py", Mode(**options))
+    screened = screen(source, "generated.py", Mode(Options(**options)))
     cli, code = (screened, source) if screened is not None else rewrite_bytes(
-        source, "generated.py", Mode(**options), WriteBack.CHECK
+        source, "generated.py", Mode(Options(**options)), WriteBack.CHECK
     )
     if (cli.changed is Changed.YES) != result.changed or code != result.code:
         found.append("the command line (--check) does not agree with the rewrite")

@@ -239,7 +239,7 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     again_same = again_same or (not kept and _normalized(again) == _normalized(y) and _differ_only_at_calls(y, again))
     # A call the revert joined onto one line was not laid out as the formatters lay it out
     # (checked only where it matters: another revert costs as much as the first).
-    joined = ((kept and not same) or not again_same) and z != revert(y, line_length=0).code
+    joined = ((kept and not same) or not again_same) and z != revert(y, line_length=1).code
     mixed = _mixed_spelling(x_tree)
     if not runtime_code and not user_unroll and not joined:
         if not again_same:

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from scanrewrite import __version__
 from scanrewrite.cli import main
 from scanrewrite.codemod import rewrite
-from scanrewrite.concurrency import Task, process_file
+from scanrewrite.per_file import Task, process_file
 from scanrewrite.files import Source
 from scanrewrite.mode import Mode, WriteBack
 
@@ -480,9 +480,14 @@ def test_unknown_config_keys_warn_with_a_suggestion(project: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("unroll = 0", "error: pyproject.toml: [tool.scanrewrite] unroll: 0 is not in the range x>=1."),
+        ("unroll = 0", "error: pyproject.toml: [tool.scanrewrite] unroll: must be a positive integer, got 0\n"),
         ("unroll = true", "error: pyproject.toml: [tool.scanrewrite] unroll: expected a value, not true/false"),
-        ("policy = 'bogus'", "error: pyproject.toml: [tool.scanrewrite] policy: 'bogus' is not one of"),
+        (
+            "policy = 'dots_savable'",
+            "error: pyproject.toml: [tool.scanrewrite] policy: must be one of checkpoint_dots, "
+            "checkpoint_dots_with_no_batch_dims, dots_saveable, dots_with_no_batch_dims_saveable, everything_saveable, "
+            "nothing_saveable; got 'dots_savable' (did you mean 'dots_saveable'?)\n",
+        ),
         ("exclude = '('", "error: pyproject.toml: [tool.scanrewrite] exclude: not a valid regular expression"),
         ("force-exclude = 'yes please'", "error: pyproject.toml: [tool.scanrewrite] force-exclude: expected true or false"),
         ("unroll = = 3", "error: pyproject.toml:2: invalid TOML: "),
@@ -508,12 +513,12 @@ def test_missing_config_file_exits_2(project: Path) -> None:
 def test_a_rewrite_that_does_not_parse_is_refused(monkeypatch):
     """The command line checks what it would write with Python's parser: a broken result is an
     error at the line Python names, and nothing is written."""
-    import scanrewrite.concurrency as concurrency
+    import scanrewrite.per_file as per_file
     from scanrewrite.codemod import RewriteResult, Rewritten, SourceError
 
     broken = RewriteResult(b"import jax\n\ny = (\n", (Rewritten(3, "jax.lax.scan"),), ())
-    monkeypatch.setattr(concurrency, "transform", lambda mode: lambda source: broken)
+    monkeypatch.setattr(per_file, "transform", lambda mode: lambda source: broken)
     with pytest.raises(SourceError) as caught:
-        concurrency.rewrite_checked(b"import jax\n\ny = jax.lax.scan(f, c, xs)\n", Mode())
+        per_file.rewrite_checked(b"import jax\n\ny = jax.lax.scan(f, c, xs)\n", Mode())
     assert caught.value.line == 3
     assert "does not parse" in caught.value.message

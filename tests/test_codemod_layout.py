@@ -47,9 +47,11 @@ LAYERS = (
     "__init__",
 )
 MAX_LINES = 400
-#: What the codemod stands on: the tables of known APIs, the layout engine and the shape of errors.
+#: What the codemod stands on: the tables of known APIs and options, the layout engine and the
+#: shape of errors.
 BELOW_THE_CODEMOD = {
     "scanrewrite.targets",
+    "scanrewrite.options",
     "scanrewrite.wrappers",
     "scanrewrite.pragmas",
     "scanrewrite.layout",

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from scanrewrite.mode import WriteBack
 from scanrewrite.report import Changed, FileResult, Report
 from tests.test_cli import NOTE, PLAIN, SCAN, WOULD_NOTE, invoke, rewritten, write
 from tests.test_notebook import make, sources
@@ -191,7 +190,7 @@ def test_bad_notebook_is_one_line_exit_2_nothing_written(project: Path, content:
 
 
 def test_report_counts_a_notebook_with_a_bad_cell_as_changed_and_failed(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.CHECK)
+    report = Report(check=True)
     report.record(
         FileResult("nb.ipynb", Changed.YES, ("cell 3:line 2",), cell_errors=(("cell 4:line 1", "cannot parse: x"),))
     )

@@ -15,7 +15,7 @@ from scanrewrite.report import Changed, FileResult, Report
 
 
 def filled(write_back: WriteBack, *, changed: int, same: int, calls: int, skipped: int, failed: int) -> Report:
-    report = Report(write_back, quiet=True)
+    report = Report(check=write_back.fails_on_change, diff=write_back.shows_diff, quiet=True)
     report.change_count, report.same_count, report.failure_count = changed, same, failed
     report.rewritten_calls, report.skipped_calls = calls, skipped
     return report
@@ -102,7 +102,7 @@ def record_all(report: Report) -> None:
 
 def test_verbose_names_every_call_and_no_file_left_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     # -v: one line per call rewritten or skipped; the files left alone are only counted.
-    report = Report(WriteBack.YES, verbose=1, color=False)
+    report = Report(verbose=1, color=False)
     record_all(report)
     assert capsys.readouterr().err.splitlines() == [
         "a.py:3: rewritten",
@@ -128,7 +128,7 @@ def test_a_file_source_or_notebook_error_is_one_shape(
     assert (unlocated.line, str(unlocated)) == (None, "cannot read: not a regular file")
     # A worker process may send one back.
     assert pickle.loads(pickle.dumps(located)).entry == located.entry
-    report = Report(WriteBack.YES, color=False)
+    report = Report(color=False)
     report.record(FileResult("c.py", error=located.entry))
     report.record(FileResult("d.py", error=unlocated.entry))
     assert capsys.readouterr().err.splitlines() == [
@@ -138,7 +138,7 @@ def test_a_file_source_or_notebook_error_is_one_shape(
 
 
 def test_very_verbose_names_every_file_and_path_too(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.YES, verbose=2, color=False)
+    report = Report(verbose=2, color=False)
     record_all(report)
     assert capsys.readouterr().err.splitlines() == [
         "a.py:3: rewritten",
@@ -156,7 +156,7 @@ def test_very_verbose_names_every_file_and_path_too(capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize("write_back", [WriteBack.CHECK, WriteBack.DIFF, WriteBack.CHECK_DIFF, WriteBack.CELL_DIFF])
 def test_every_message_says_would_when_nothing_is_written(write_back: WriteBack, capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(write_back, verbose=2, color=False)
+    report = Report(check=write_back.fails_on_change, diff=write_back.shows_diff, verbose=2, color=False)
     record_all(report)
     assert capsys.readouterr().err.splitlines() == [
         "a.py:3: would rewrite",
@@ -200,7 +200,7 @@ def test_every_message_says_would_when_nothing_is_written(write_back: WriteBack,
     ],
 )
 def test_revert_messages(write_back: WriteBack, expected: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(write_back, verbose=2, color=False, reverting=True)
+    report = Report(check=write_back.fails_on_change, diff=write_back.shows_diff, verbose=2, color=False, reverting=True)
     note = "dropped levels=2: memory as jax.lax.scan's again"
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,), skipped=((12, "skip pragma"),), notes=((3, note),)))
     report.record(FileResult("b.py"))
@@ -209,7 +209,7 @@ def test_revert_messages(write_back: WriteBack, expected: list[str], capsys: pyt
 
 
 def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.CHECK, verbose=True, color=False)
+    report = Report(check=True, verbose=1, color=False)
     note = "per-step jax.checkpoint absorbed: the runtime checkpoints chunks instead"
     report.record(
         FileResult(
@@ -231,7 +231,7 @@ def test_absorbed_per_step_checkpoints_are_noted_and_counted(capsys: pytest.Capt
 
 
 def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.CHECK, color=False)
+    report = Report(check=True, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,), skipped=((4, "pragma"),)))
     report.record(FileResult("b.py"))
     report.ignored("c.py", "matches .gitignore")
@@ -243,7 +243,7 @@ def test_default_verbosity_names_changed_files_only(capsys: pytest.CaptureFixtur
 
 
 def test_quiet_prints_errors_only(capsys: pytest.CaptureFixture[str]) -> None:
-    report = Report(WriteBack.YES, quiet=True, color=False)
+    report = Report(quiet=True, color=False)
     report.record(FileResult("a.py", Changed.YES, rewritten=(3,)))
     report.record(FileResult("c.py", error=(1, "cannot parse: invalid syntax")))
     report.summary()

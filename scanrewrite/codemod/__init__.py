@@ -11,6 +11,11 @@ python -m libcst.tool codemod --no-format -x scanrewrite.codemod.ScanRewriteComm
 A rewritten call keeps every argument, comment and line break the user wrote; only
 the callee changes and `unroll=N` (and, when asked for, `checkpoint=...`) is appended.
 
+The options (`unroll`, `checkpoint`, `levels`, `targets`, `line_length`, `first_party`) are
+one frozen `scanrewrite.options.Options`, defined there once: `rewrite(source, options)`, or
+keyword arguments that change it, `rewrite(source, unroll=8)`; `revert`, `write_picks` and
+`ScanRewriteCommand`'s arguments take the same.
+
 The parts, each importing only those before it (and the layout engine, `scanrewrite.layout`:
 a changed statement laid out as black and ruff format would, and `KeepLayout`, the transformer
 base of the rewrite, the revert and the write-back):
@@ -40,14 +45,14 @@ The write-back, for `scanrewrite-tune` (see `_writeback` and `_revert` for the d
 ```python
 set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult
 set_settings(source: bytes, picks: Mapping[int, Settings], line_length=88) -> UnrollResult
-write_picks(source: bytes, picks: Mapping[int, Settings | None], line_length=88) -> UnrollResult
+write_picks(source: bytes, picks: Mapping[int, Settings | None], options=None, /, **changes) -> UnrollResult
 read_unroll(source: bytes) -> dict[int, int | None]
 ```
 
 And its inverse, `scanrewrite --revert`:
 
 ```python
-revert(source: bytes, lines=None, line_length=88, first_party=()) -> RewriteResult
+revert(source: bytes, options=None, /, *, lines=None, **changes) -> RewriteResult
 ```
 """
 

@@ -1,7 +1,7 @@
 """The revert: each runtime call becomes the call it replaced again (`scanrewrite --revert`).
 
 ```python
-revert(source: bytes, *, lines=None, line_length=88, first_party=()) -> RewriteResult
+revert(source: bytes, options=None, /, *, lines=None, **changes) -> RewriteResult
 ```
 
 The inverse of `rewrite`, driven by the same table (`targets.TARGETS`): a call that resolves
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import libcst as cst
 
@@ -43,6 +44,7 @@ from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
 from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
+from scanrewrite.options import Options, merged
 from scanrewrite.targets import Target
 
 __all__ = ["revert", "write_picks"]
@@ -53,18 +55,15 @@ _DEFAULTS = {"checkpoint": "True", "levels": "1"}
 
 @no_collection
 def revert(
-    source: bytes,
-    *,
-    lines: Collection[int] | None = None,
-    line_length: int = 88,
-    first_party: Collection[str] = (),
+    source: bytes, options: Options | None = None, /, *, lines: Collection[int] | None = None, **changes: Any
 ) -> RewriteResult:
     """Turn the runtime calls in `source` back into the calls they replaced.
 
     `lines`: only the calls starting on these lines (1-based), each reported in `skipped`
-    when no runtime call starts there; None for every call. `line_length` is the formatters'
-    (for joining a call that fits on one line again); `first_party` the top-level names of
-    the user's own packages (for placing an added import, as in `rewrite`).
+    when no runtime call starts there; None for every call. Of the options (`options`
+    changed by keyword arguments, as for `rewrite`), two apply: `line_length`, the
+    formatters' (for joining a call that fits on one line again), and `first_party`, the
+    top-level names of the user's own packages (for placing an added import, as in `rewrite`).
 
     Returns a `RewriteResult` whose `rewritten` lists the calls reverted, each with the API
     it calls again, and a note where a `checkpoint=` or `levels=` other than the runtime's
@@ -74,6 +73,8 @@ def revert(
     original then refuses it, loudly, when called.) Raises `SourceError` for source that
     holds the bytes ``scanrewrite`` and cannot be decoded, parsed or reproduced byte for byte.
     """
+    options = merged(options, changes)
+    line_length, first_party = options.line_length, options.first_party
     wanted = None if lines is None else set(lines)
     if b"scanrewrite" not in source:
         # No runtime call can be spelled without those bytes: nothing to read.
@@ -137,21 +138,19 @@ def revert(
 
 @no_collection
 def write_picks(
-    source: bytes,
-    picks: Mapping[int, Settings | None],
-    *,
-    line_length: int = 88,
-    first_party: Collection[str] = (),
+    source: bytes, picks: Mapping[int, Settings | None], options: Options | None = None, /, **changes: Any
 ) -> UnrollResult:
     """The tuner's write-back: the runtime calls starting on each picked line get its
     `Settings` (`set_settings`), or, where the pick is None (the scan they replaced won
-    there), are reverted (`revert`). Lines in the result are those of `source`.
+    there), are reverted (`revert`). Lines in the result are those of `source`. Of the
+    options (as for `revert`), `line_length` and `first_party` apply.
 
     Raises `ValueError` and `SourceError` as `set_settings` does.
     """
+    options = merged(options, changes)
     settings = {line: pick for line, pick in picks.items() if pick is not None}
     reverts = sorted(line for line, pick in picks.items() if pick is None)
-    written = set_settings(source, settings, line_length)
+    written = set_settings(source, settings, options.line_length)
     if not reverts:
         return written
     # A pragma that pins a call's settings wins over a revert as over any other pick.
@@ -164,7 +163,7 @@ def write_picks(
     before, after = _call_lines(source), _call_lines(written.code)
     moved = dict(zip(before, after, strict=True)) if len(before) == len(after) else {}
     back = {moved.get(line, line): line for line in reverts}
-    result = revert(written.code, lines=sorted(back), line_length=line_length, first_party=first_party)
+    result = revert(written.code, options, lines=sorted(back))
     return UnrollResult(
         result.code,
         tuple(sorted({*written.updated, *(back[call.line] for call in result.rewritten)})),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, Scope
@@ -23,10 +24,11 @@ from scanrewrite.codemod.imports import unused_after_edit
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes
+from scanrewrite.options import Options, merged
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, Target, select
+from scanrewrite.targets import Target, select
 
-__all__ = ["RewriteResult", "Rewriter", "Rewritten", "SkipFile", "Skipped", "check_options", "rewrite"]
+__all__ = ["RewriteResult", "Rewriter", "Rewritten", "SkipFile", "Skipped", "rewrite"]
 
 #: Why an outer scan over a checkpointed inner scan, and that inner scan, are left alone.
 CHUNKED = "already a checkpointed, chunked scan"
@@ -79,28 +81,21 @@ class RewriteResult:
 
 
 @no_collection
-def rewrite(
-    source: bytes,
-    *,
-    unroll: int = 4,
-    checkpoint: str | None = None,
-    levels: int | str | None = None,
-    targets: str | Collection[str] = DEFAULT_TARGETS,
-    first_party: Collection[str] = (),
-    line_length: int | None = 88,
-) -> RewriteResult:
-    """Rewrite every call in `source` of an API that `targets` selects.
+def rewrite(source: bytes, options: Options | None = None, /, **changes: Any) -> RewriteResult:
+    """Rewrite every call in `source` of an API that `options.targets` selects.
 
-    `unroll` (a positive int) is appended to each rewritten call that does not pass
-    one. `checkpoint` is None (leave the runtime's default), ``"none"`` (write
-    ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
+    `options` is a `scanrewrite.options.Options` (by default, the defaults); keyword
+    arguments change its fields: `rewrite(source, unroll=8)`, `rewrite(source, options,
+    line_length=100)`. Of them, `unroll` (a positive int) is appended to each rewritten
+    call that does not pass one. `checkpoint` is None (leave the runtime's default),
+    ``"none"`` (write ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
     ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
     positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
     target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
     its `Rewritten.note` says so). `targets` are names in `scanrewrite.targets.TARGET_NAMES`
     (or one comma-separated string of them): the APIs whose calls are rewritten, by default
     `lax.scan` and `eqxi.scan`; the others are left as they are, as if unknown. Any other
-    option value raises `ValueError`.
+    option value raises `ValueError`, and a name that is no option `TypeError`.
     `first_party` are the top-level names of the user's own packages, which import
     sorters put after third-party ones such as the runtime: the added import goes where
     they would put it. `line_length` is the formatters' (ruff format, black): a statement
@@ -109,12 +104,11 @@ def rewrite(
     reproduced byte for byte raises `SourceError`. Everything that is not rewritten
     comes back byte for byte.
     """
-    check_options(unroll, checkpoint, levels, targets, line_length)
+    options = merged(options, changes)
     parsed = Parsed.from_bytes(source)
-    if not may_rewrite(source, targets):
+    if not may_rewrite(source, options.targets):
         return RewriteResult(source, (), ())
-    options = {"levels": levels, "targets": targets, "first_party": first_party, "line_length": line_length}
-    rewriter = Rewriter(unroll, checkpoint, ImportEdits(), **options)
+    rewriter = Rewriter(options, ImportEdits())
     try:
         # The tree was just parsed, so no node occurs twice in it: the wrapper need
         # not copy it (a deep copy of a large module costs as much as parsing it).
@@ -125,55 +119,19 @@ def rewrite(
     return RewriteResult(code, tuple(rewriter.rewritten), tuple(rewriter.skipped))
 
 
-def check_options(
-    unroll: object,
-    checkpoint: object,
-    levels: object = None,
-    targets: str | Collection[str] = DEFAULT_TARGETS,
-    line_length: object = None,
-) -> None:
-    """Raise `ValueError` naming the option unless all are valid for `rewrite`."""
-    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
-        raise ValueError(f"`unroll` must be a positive integer, got {unroll!r}")
-    if line_length is not None and (isinstance(line_length, bool) or not isinstance(line_length, int) or line_length < 1):
-        raise ValueError(f"`line_length` must be a positive integer or None, got {line_length!r}")
-    if levels not in (None, "auto") and (isinstance(levels, bool) or not isinstance(levels, int) or levels < 1):
-        raise ValueError(f"`levels` must be a positive integer or 'auto', got {levels!r}")
-    if checkpoint is not None and checkpoint != "none" and checkpoint not in CHECKPOINT_POLICIES:
-        raise ValueError(
-            f"`checkpoint` must be 'none' or one of {', '.join(CHECKPOINT_POLICIES)}; "
-            f"got {checkpoint!r}"
-        )
-    select(targets)
-
-
 class Rewriter:
     """The transform of one module, as plain libcst passes that `rewrite` and
     `ScanRewriteCommand` both drive: scopes only of the statements that can matter
     (`module_scopes`), qualified names only for names that may be a target, lines only for
     what is reported, and the edit only in the statements that hold a call (`Survey.holders`)."""
 
-    def __init__(
-        self,
-        unroll: int,
-        checkpoint: str | None,
-        edits: ImportEdits,
-        warn: Callable[[str], None] | None = None,
-        levels: int | str | None = None,
-        targets: str | Collection[str] = DEFAULT_TARGETS,
-        first_party: Collection[str] = (),
-        line_length: int | None = None,
-    ) -> None:
-        self.unroll = unroll
-        self.checkpoint = checkpoint
-        self.levels = levels
-        self.first_party = first_party
-        self.line_length = line_length
+    def __init__(self, options: Options, edits: ImportEdits, warn: Callable[[str], None] | None = None) -> None:
+        self.options = options
         #: What was rewritten and skipped, in file order once `transform` returns.
         self.rewritten: list[Rewritten] = []
         self.skipped: list[Skipped] = []
         #: The rewrite looks for the original APIs that are selected.
-        self._by_qualified_name = {target.qualified_name: target for target in select(targets)}
+        self._by_qualified_name = {target.qualified_name: target for target in select(options.targets)}
         self._edits = edits
         self._warn = warn
         self._scopes: Scopes | Mapping[cst.CSTNode, Scope | None] = {}
@@ -238,9 +196,10 @@ class Rewriter:
         dropped = schedule_import_removal(self._edits, module, self._scopes, callees)
         uses = policy_uses(self._scopes, {call: plan for call, (_, plan) in calls.items()})
         unused = unused_after_edit(self._edits, module, self._scopes, callees, uses, code)
-        replacer = _ReplaceCalls(calls, module, self.line_length, code, set(applied_sites), survey.holders)
+        replacer = _ReplaceCalls(calls, module, self.options.line_length, code, set(applied_sites), survey.holders)
         module = module.visit(replacer)
-        return apply_scheduled_imports(module, self._edits, replacer.first_use, dropped, self.first_party, unused)
+        first_party = self.options.first_party
+        return apply_scheduled_imports(module, self._edits, replacer.first_use, dropped, first_party, unused)
 
     def _check_reference(self, node: cst.Name | cst.Attribute, target: Target) -> None:
         line = self._lines[node][0]
@@ -267,12 +226,12 @@ class Rewriter:
             self._skip(line, plan)
             return None
         self._edits.add(resolved.replacement.rpartition(".")[0])
-        writes_policy = self.checkpoint not in (None, "none") and any(
+        writes_policy = self.options.checkpoint not in (None, "none") and any(
             arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
         )
         if writes_policy and not self._scopes[call]["jax"]:
             self._edits.add("jax")
-        levels = pragma.levels if pragma.levels is not None else self.levels
+        levels = pragma.levels if pragma.levels is not None else self.options.levels
         notes = []
         if levels is not None and "levels" not in resolved.keyword_only:
             notes.append(f"levels not written: {resolved.qualified_name} takes none")
@@ -281,10 +240,10 @@ class Rewriter:
         per_step = self._per_step.get(call)
         absorbed = None
         if per_step is not None:
-            note, absorbed = per_step_note(per_step, call, resolved, self.checkpoint)
+            note, absorbed = per_step_note(per_step, call, resolved, self.options.checkpoint)
             notes.extend([note] if note else [])
         elif call in self._flax_remat:
-            note, absorbed = per_step_note(PerStep(self._flax_remat[call]), call, resolved, self.checkpoint)
+            note, absorbed = per_step_note(PerStep(self._flax_remat[call]), call, resolved, self.options.checkpoint)
             notes.extend([note] if note else [])
         self.rewritten.append(Rewritten(line, resolved.qualified_name, "; ".join(notes) or None, absorbed))
         return resolved, plan
@@ -312,21 +271,22 @@ class Rewriter:
                 return "unroll may come from *args"
             if shape.double_star and "unroll" not in target.added:
                 return "unroll may come from **kwargs"
-            new_args.append(keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.unroll))))
-        if self.checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):
-            if self.checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
+            new_args.append(keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.options.unroll))))
+        checkpoint = self.options.checkpoint
+        if checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):
+            if checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
                 return "checkpoint policy needs `jax`, which is bound to something else here"
             new_args.append(keyword_arg("checkpoint", self._checkpoint_value()))
-        levels = pragma.levels if pragma.levels is not None else self.levels
+        levels = pragma.levels if pragma.levels is not None else self.options.levels
         if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
             value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
             new_args.append(keyword_arg("levels", value))
         return new_args
 
     def _checkpoint_value(self) -> cst.BaseExpression:
-        if self.checkpoint == "none":
+        if self.options.checkpoint == "none":
             return cst.Name("False")
-        return cst.parse_expression(f"jax.checkpoint_policies.{self.checkpoint}")
+        return cst.parse_expression(f"jax.checkpoint_policies.{self.options.checkpoint}")
 
     def _skip(self, line: int, reason: str) -> None:
         self.skipped.append(Skipped(line, reason))

@@ -43,8 +43,9 @@ from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, 
 from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines, top_level_indices
-from scanrewrite.codemod._rewrite import Skipped, check_options
+from scanrewrite.codemod._rewrite import Skipped
 from scanrewrite.codemod._scopes import module_scopes
+from scanrewrite.options import Options
 from scanrewrite.pragmas import Pragma, pragma_comments
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
 
@@ -107,7 +108,12 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     for line, settings in picks.items():
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
-        check_options(settings.unroll, None if settings.checkpoint == "checkpoint" else settings.checkpoint, settings.levels)
+        # As the rewrite's options, but for "checkpoint": the runtime's default, written as no argument.
+        Options(
+            unroll=settings.unroll,
+            checkpoint=None if settings.checkpoint == "checkpoint" else settings.checkpoint,
+            levels=settings.levels,
+        )
     parsed = Parsed.from_bytes(source)
     sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree) if b"scanrewrite" in source else None
     if sites is None or sites.skip_file is not None:

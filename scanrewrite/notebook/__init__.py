@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
-import functools
 import json
 import secrets
 import warnings
@@ -31,7 +30,8 @@ from scanrewrite.errors import InputError
 from scanrewrite.notebook._json import JSONLayoutError, NotebookText
 from scanrewrite.notebook._magics import Masked, mask, reference_call, unmask
 from scanrewrite.notebook._program import Program, import_cell, place_import
-from scanrewrite.targets import DEFAULT_TARGETS, TARGETS
+from scanrewrite.options import Options, merged
+from scanrewrite.targets import TARGETS
 
 __all__ = ["CellChange", "NotebookError", "NotebookResult", "notebook_diff", "rewrite_notebook"]
 
@@ -82,18 +82,25 @@ class NotebookResult:
 
 
 def rewrite_notebook(
-    source: bytes, *, transform: Callable[[bytes], RewriteResult] | None = None, **options: Any
+    source: bytes,
+    options: Options | None = None,
+    /,
+    *,
+    transform: Callable[[bytes], RewriteResult] | None = None,
+    **changes: Any,
 ) -> NotebookResult:
     """Rewrite every recognised scan call in the code cells of the notebook `source`.
 
-    `options` are the keyword options of `scanrewrite.codemod.rewrite` (`unroll`, `checkpoint`, ...);
+    `options` (changed by keyword arguments) are those of `scanrewrite.codemod.rewrite`:
+    `rewrite_notebook(source, unroll=8)`, or `rewrite_notebook(source, options)`.
     `transform`, if given, is used instead of that rewrite (`scanrewrite.codemod.revert`, say:
-    the cells are joined, transformed and split back the same way); `options` then only say
+    the cells are joined, transformed and split back the same way); the options then only say
     the `targets`, whose calls may change. A notebook that is not UTF-8,
     not JSON, or not a valid nbformat 4 notebook raises `NotebookError`. A notebook whose
     kernel is not Python, and cells whose cell magic is not Python (`%%bash`), are left as
     they are; a code cell that cannot be parsed is left as it is and listed in `unparsed`.
     """
+    options = merged(options, changes)
     notebook, document = _read(source)
     if not _is_python(document):
         return NotebookResult(source, (), (), (), ())
@@ -116,9 +123,11 @@ def rewrite_notebook(
         elif notebook.cells[index].source.strip():
             unparsed[index] = problem
     sources = {cell.index: cell.source for cell in notebook.cells}
-    transform = transform or functools.partial(rewrite, **options)
-    targets = options.get("targets", DEFAULT_TARGETS)
-    result, program = _rewrite_cells(masked, unparsed, sources, salt, transform, targets)
+    if transform is None:
+        def transform(code: bytes) -> RewriteResult:
+            return rewrite(code, options)
+
+    result, program = _rewrite_cells(masked, unparsed, sources, salt, transform, options.targets)
     if result is None or not result.changed:
         return NotebookResult(
             source, (), (), _calls(result, program, numbers, "skipped") if result else (), _unparsed(unparsed, numbers)
