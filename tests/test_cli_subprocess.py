@@ -102,15 +102,38 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
     assert result.stderr.decode().splitlines() == [
         "error: pkg/dangling.py: cannot read: No such file or directory",
         "error: pkg/locked: cannot list: Permission denied",
+        "error: pkg/loop: cannot read: Too many levels of symbolic links",
         "error: pkg/ping.py: cannot read: Too many levels of symbolic links",
         "error: pkg/pong.py: cannot read: Too many levels of symbolic links",
         "rewritten pkg/a.py",
         "rewritten pkg/b.py",
         "rewritten pkg/d.py",
         "rewritten pkg/sub/e.py",
-        "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
+        "4 files rewritten (5 scan calls), 1 left unchanged, 5 files failed",
     ]
     assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
+
+
+@pytest.mark.parametrize("where", ["in a folder", "named"])
+def test_a_link_to_itself_is_an_error_and_the_rest_is_rewritten(tree: Path, where: str) -> None:
+    (tree / "pkg/loop").symlink_to("loop")
+    (tree / "pkg/there").symlink_to("back")  # a folder's name, looping through another link
+    (tree / "pkg/back").symlink_to("there")
+    (tree / "pkg/up").symlink_to(".")  # a link back up the tree: what it leads to is found directly
+    paths = ["pkg"] if where == "in a folder" else ["pkg/back", "pkg/loop", "pkg/a.py", "pkg/b.py", "pkg/c.py", "pkg/d.py"]
+    result = run(tree, "-j2", *paths)
+    assert result.returncode == 2
+    loop = "cannot read: Too many levels of symbolic links"
+    assert result.stderr.decode().splitlines() == [
+        f"error: pkg/back: {loop}",
+        f"error: pkg/loop: {loop}",
+        *([f"error: pkg/there: {loop}"] if where == "in a folder" else []),
+        "rewritten pkg/a.py",
+        "rewritten pkg/b.py",
+        "rewritten pkg/d.py",
+        f"3 files rewritten (4 scan calls), 1 left unchanged, {3 if where == 'in a folder' else 2} files failed",
+    ]
+    assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
 
 
 def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:
