@@ -136,6 +136,24 @@ def test_a_link_to_itself_is_an_error_and_the_rest_is_rewritten(tree: Path, wher
     assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
 
 
+def test_a_comment_above_a_kept_import_stays_above_it_and_revert_restores_the_file(tree: Path) -> None:
+    before = (
+        "import os\n\n# lax is re-exported for plugins; keep it\nfrom jax import lax  # noqa: F401\n\n\n"
+        "def step(carry, x):\n    return carry + x, carry\n\n\nout = lax.scan(step, 0, os.sep)\n"
+    )
+    write(tree, {"plugins.py": before})
+    result = run(tree, "plugins.py")
+    assert result.returncode == 0, result.stderr
+    assert (tree / "plugins.py").read_text() == (
+        "import os\n\nimport scanrewrite.runtime\n\n"
+        "# lax is re-exported for plugins; keep it\nfrom jax import lax  # noqa: F401\n\n\n"
+        "def step(carry, x):\n    return carry + x, carry\n\n\n"
+        "out = scanrewrite.runtime.scan(step, 0, os.sep, unroll=4)\n"
+    )
+    assert run(tree, "--revert", "plugins.py").returncode == 0
+    assert (tree / "plugins.py").read_text() == before
+
+
 def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:
     """`--diff > scan.patch; git apply scan.patch` gives, byte for byte, what writing in place gives."""
     shutil.rmtree(tree / ".git")
