@@ -154,6 +154,50 @@ def test_a_comment_above_a_kept_import_stays_above_it_and_revert_restores_the_fi
     assert (tree / "plugins.py").read_text() == before
 
 
+BOUND_SCAN = """\
+import json
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+
+def step(total, x):
+    return 0.5 * total + jnp.sin(x), total
+
+
+def integrate(xs):
+    # Every argument by position, as lax.scan takes them (init, xs, length, reverse, unroll).
+    return partial(jax.lax.scan, step)(0.0, xs, None, False, 2)
+
+
+xs = jnp.linspace(0.0, 1.0, 7)
+print(json.dumps([jax.tree.map(lambda a: a.tolist(), out) for out in (integrate(xs), jax.jit(integrate)(xs))]))
+"""
+
+
+def test_a_bound_scan_called_with_unroll_by_position_runs_as_the_original(tmp_path: Path) -> None:
+    """The rewrite gives the partial `unroll=4`; the call's own unroll, by position, does not
+    collide with it, and the rewritten program prints the original's numbers."""
+    import numpy as np
+
+    write(tmp_path, {"bound.py": BOUND_SCAN})
+    python = [sys.executable, "bound.py"]
+    original = subprocess.run(python, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert original.returncode == 0, original.stderr
+    assert run(tmp_path, "bound.py").returncode == 0
+    rewritten_source = (tmp_path / "bound.py").read_text()
+    assert "    return partial(scanrewrite.runtime.scan, step, unroll=4)(0.0, xs, None, False, 2)\n" in rewritten_source
+    after = subprocess.run(python, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    expected, actual = json.loads(original.stdout), json.loads(after.stdout)
+    for want, got in zip(expected, actual, strict=True):  # outside jit, then inside
+        for leaf_want, leaf_got in zip(want, got, strict=True):  # the carry, then the outputs
+            np.testing.assert_allclose(leaf_got, leaf_want, rtol=1e-6, atol=1e-6)
+    assert run(tmp_path, "--revert", "bound.py").returncode == 0
+    assert (tmp_path / "bound.py").read_text() == BOUND_SCAN
+
+
 def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:
     """`--diff > scan.patch; git apply scan.patch` gives, byte for byte, what writing in place gives."""
     shutil.rmtree(tree / ".git")

@@ -326,3 +326,30 @@ def test_a_scan_bound_with_partial_is_sited_at_the_user_line_that_applies_it():
     assert named == everywhere != str(jax.make_jaxpr(fn)(h, xs))
     expected = 2 * jnp.sum(jax.lax.scan(step, h, xs)[0]) + jnp.sum(jax.lax.scan(step, h, xs)[0])
     assert_trees_close(fn(h, xs), expected, **TOL)
+
+
+def test_a_partial_unroll_and_a_later_positional_one_do_not_collide():
+    """`partial(scanrewrite.runtime.scan, step, unroll=4)`, as the rewrite writes a bound scan,
+    called with `unroll` by position (the call's own wins, as in the call it replaced) or by
+    keyword (wins too), computes what `jax.lax.scan` computes, jitted and not."""
+    from functools import partial
+
+    step, _ = counting_step()
+    h, xs = inputs()
+    bound = partial(scanrewrite.runtime.scan, step, unroll=4)
+
+    def fn(h, xs):
+        by_position = bound(h, xs, None, False, 2)
+        by_keyword = bound(h, xs, unroll=3)
+        as_bound = bound(h, xs)
+        return by_position, by_keyword, as_bound
+
+    with record_sites() as found:
+        fn(h, xs)
+    assert [call.settings["unroll"] for call in found.values()] == [2, 3, 4]
+    expected = (partial(jax.lax.scan, step)(h, xs, None, False, 2),) * 3
+    for run in (fn, jax.jit(fn)):
+        assert assert_trees_close(run(h, xs), expected, **TOL) == 6
+    # The position is read as `jax.lax.scan` reads it: `reverse` before `unroll`.
+    with pytest.raises(AssertionError):
+        assert_trees_close(bound(h, xs, None, True, 2), expected[0], **TOL)
