@@ -32,7 +32,10 @@ class Target:
     qualified_name: str
     #: The dotted name written in its place, e.g. ``"scanrewrite.runtime.scan"``.
     replacement: str
-    #: The replacement's positional-or-keyword parameters, in order.
+    #: The replacement's positional-or-keyword parameters, in order. Where the original takes
+    #: `unroll` by position, the replacement names that position `_unroll` (here `unroll`) and
+    #: takes `unroll` by keyword only too, so that ``unroll=`` in a `functools.partial` and an
+    #: unroll a later call passes by position do not collide.
     params: tuple[str, ...]
     #: The replacement's keyword-only parameters.
     keyword_only: tuple[str, ...]
@@ -55,7 +58,7 @@ TARGETS: tuple[Target, ...] = (
         qualified_name="jax.lax.scan",
         replacement="scanrewrite.runtime.scan",
         params=("f", "init", "xs", "length", "reverse", "unroll", "_split_transpose"),
-        keyword_only=("checkpoint", "levels"),
+        keyword_only=("unroll", "checkpoint", "levels"),
         added=("checkpoint", "levels"),
     ),
     Target(
@@ -107,7 +110,7 @@ TARGETS: tuple[Target, ...] = (
             "length", "reverse", "unroll", "data_transform", "metadata_params", "methods", "_split_transpose",
             "check_constancy_invariants",
         ),  # fmt: skip
-        keyword_only=("checkpoint", "levels"),
+        keyword_only=("unroll", "checkpoint", "levels"),
         added=("checkpoint", "levels"),
         default=False,
         body="target",

@@ -103,6 +103,7 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
     assert result.stderr.decode().splitlines() == [
         "error: pkg/dangling.py: cannot read: No such file or directory",
         "error: pkg/locked: cannot list: Permission denied",
+        "error: pkg/loop: cannot read: Too many levels of symbolic links",
         "error: pkg/ping.py: cannot read: Too many levels of symbolic links",
         "error: pkg/pong.py: cannot read: Too many levels of symbolic links",
         "rewritten pkg/a.py",
@@ -110,9 +111,94 @@ def test_bad_paths_in_a_tree_are_one_error_each(tree: Path) -> None:
         "rewritten pkg/d.py",
         "rewritten pkg/sub/e.py",
         NOTE,
-        "4 files rewritten (5 scan calls), 1 left unchanged, 4 files failed",
+        "4 files rewritten (5 scan calls), 1 left unchanged, 5 files failed",
     ]
     assert (tree / "pkg/locked/hidden.py").read_text() == SCAN
+
+
+@pytest.mark.parametrize("where", ["in a folder", "named"])
+def test_a_link_to_itself_is_an_error_and_the_rest_is_rewritten(tree: Path, where: str) -> None:
+    (tree / "pkg/loop").symlink_to("loop")
+    (tree / "pkg/there").symlink_to("back")  # a folder's name, looping through another link
+    (tree / "pkg/back").symlink_to("there")
+    (tree / "pkg/up").symlink_to(".")  # a link back up the tree: what it leads to is found directly
+    paths = ["pkg"] if where == "in a folder" else ["pkg/back", "pkg/loop", "pkg/a.py", "pkg/b.py", "pkg/c.py", "pkg/d.py"]
+    result = run(tree, "-j2", *paths)
+    assert result.returncode == 2
+    loop = "cannot read: Too many levels of symbolic links"
+    assert result.stderr.decode().splitlines() == [
+        f"error: pkg/back: {loop}",
+        f"error: pkg/loop: {loop}",
+        *([f"error: pkg/there: {loop}"] if where == "in a folder" else []),
+        "rewritten pkg/a.py",
+        "rewritten pkg/b.py",
+        "rewritten pkg/d.py",
+        NOTE,
+        f"3 files rewritten (4 scan calls), 1 left unchanged, {3 if where == 'in a folder' else 2} files failed",
+    ]
+    assert (tree / "pkg/a.py").read_bytes() == rewritten(SCAN)
+
+
+def test_a_comment_above_a_kept_import_stays_above_it_and_revert_restores_the_file(tree: Path) -> None:
+    before = (
+        "import os\n\n# lax is re-exported for plugins; keep it\nfrom jax import lax  # noqa: F401\n\n\n"
+        "def step(carry, x):\n    return carry + x, carry\n\n\nout = lax.scan(step, 0, os.sep)\n"
+    )
+    write(tree, {"plugins.py": before})
+    result = run(tree, "plugins.py")
+    assert result.returncode == 0, result.stderr
+    assert (tree / "plugins.py").read_text() == (
+        "import os\n\nimport scanrewrite.runtime\n\n"
+        "# lax is re-exported for plugins; keep it\nfrom jax import lax  # noqa: F401\n\n\n"
+        "def step(carry, x):\n    return carry + x, carry\n\n\n"
+        "out = scanrewrite.runtime.scan(step, 0, os.sep, unroll=4)\n"
+    )
+    assert run(tree, "--revert", "plugins.py").returncode == 0
+    assert (tree / "plugins.py").read_text() == before
+
+
+BOUND_SCAN = """\
+import json
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+
+def step(total, x):
+    return 0.5 * total + jnp.sin(x), total
+
+
+def integrate(xs):
+    # Every argument by position, as lax.scan takes them (init, xs, length, reverse, unroll).
+    return partial(jax.lax.scan, step)(0.0, xs, None, False, 2)
+
+
+xs = jnp.linspace(0.0, 1.0, 7)
+print(json.dumps([jax.tree.map(lambda a: a.tolist(), out) for out in (integrate(xs), jax.jit(integrate)(xs))]))
+"""
+
+
+def test_a_bound_scan_called_with_unroll_by_position_runs_as_the_original(tmp_path: Path) -> None:
+    """The rewrite gives the partial `unroll=4`; the call's own unroll, by position, does not
+    collide with it, and the rewritten program prints the original's numbers."""
+    import numpy as np
+
+    write(tmp_path, {"bound.py": BOUND_SCAN})
+    python = [sys.executable, "bound.py"]
+    original = subprocess.run(python, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert original.returncode == 0, original.stderr
+    assert run(tmp_path, "bound.py").returncode == 0
+    rewritten_source = (tmp_path / "bound.py").read_text()
+    assert "    return partial(scanrewrite.runtime.scan, step, unroll=4)(0.0, xs, None, False, 2)\n" in rewritten_source
+    after = subprocess.run(python, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    expected, actual = json.loads(original.stdout), json.loads(after.stdout)
+    for want, got in zip(expected, actual, strict=True):  # outside jit, then inside
+        for leaf_want, leaf_got in zip(want, got, strict=True):  # the carry, then the outputs
+            np.testing.assert_allclose(leaf_got, leaf_want, rtol=1e-6, atol=1e-6)
+    assert run(tmp_path, "--revert", "bound.py").returncode == 0
+    assert (tmp_path / "bound.py").read_text() == BOUND_SCAN
 
 
 def test_diff_is_a_patch_that_git_apply_and_patch_apply(tree: Path) -> None:

@@ -513,6 +513,54 @@ PLACEMENT = [
         """\
         import os
 
+        # lax is re-exported for plugins; keep it
+        from jax import lax  # noqa: F401
+
+        y = lax.scan(f, c, xs)
+        """,
+        """\
+        import os
+
+        import scanrewrite.runtime
+
+        # lax is re-exported for plugins; keep it
+        from jax import lax  # noqa: F401
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        id="a comment directly above a kept first import of its section stays with it",
+    ),
+    pytest.param(
+        """\
+        import os
+
+        # The one true tensor library,
+        # kept beside jax.
+        import torch
+        from jax import lax
+
+        y = lax.scan(f, c, xs)
+        z = lax.cond(p, a, b)
+        """,
+        """\
+        import os
+
+        import scanrewrite.runtime
+
+        # The one true tensor library,
+        # kept beside jax.
+        import torch
+        from jax import lax
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        z = lax.cond(p, a, b)
+        """,
+        id="comment lines directly above a kept import stay with it, the new line before them",
+    ),
+    pytest.param(
+        """\
+        import os
+
         # Third-party.
         from jax import lax
 

@@ -182,6 +182,60 @@ SET = [
         """,
         id="only the picked lines",
     ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+        from functools import partial
+        y = jax.jit(partial(scanrewrite.runtime.scan, f, unroll=4))(c, xs)
+        """,
+        {3: 2},
+        """\
+        import scanrewrite.runtime
+        from functools import partial
+        y = jax.jit(partial(scanrewrite.runtime.scan, f, unroll=2))(c, xs)
+        """,
+        id="a partial, applied on its own line",
+    ),
+    pytest.param(
+        """\
+        import functools
+        import scanrewrite.runtime
+        run = functools.partial(scanrewrite.runtime.scan, f)
+        jitted = jax.jit(run)
+        y = jitted(
+            c, xs
+        )
+        """,
+        {5: 3},
+        """\
+        import functools
+        import scanrewrite.runtime
+        run = functools.partial(scanrewrite.runtime.scan, f, unroll=3)
+        jitted = jax.jit(run)
+        y = jitted(
+            c, xs
+        )
+        """,
+        id="a partial, at the line of the call that applies it through names",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+        from functools import partial
+        y = jax.jit(
+            partial(scanrewrite.runtime.scan, f, c, None, 3, False, 4)
+        )()
+        """,
+        {3: 8},
+        """\
+        import scanrewrite.runtime
+        from functools import partial
+        y = jax.jit(
+            partial(scanrewrite.runtime.scan, f, c, None, 3, False, 8)
+        )()
+        """,
+        id="a partial's positional unroll, at the line of the call that applies it",
+    ),
 ]
 
 
@@ -338,6 +392,18 @@ def test_read_unroll() -> None:
     )
     assert read_unroll(source) == {2: 4, 3: None, 4: 3, 5: None, 6: None}
     assert read_unroll(b"x = 1\n") == {}
+    partials = _src(
+        """\
+        from functools import partial
+        import scanrewrite.runtime
+        run = partial(scanrewrite.runtime.scan, f, unroll=4)
+        y = run(c, xs)
+        z = jax.jit(partial(scanrewrite.runtime.scan, f))(c, xs)
+        w = partial(len, f)(c)
+        """
+    )
+    # A partial by its own line and by the line of the call that applies it.
+    assert read_unroll(partials) == {3: 4, 4: 4, 5: None}
 
 
 def test_round_trip_with_the_rewrite() -> None:

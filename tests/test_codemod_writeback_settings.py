@@ -213,6 +213,47 @@ def test_write_picks_reverts_where_the_original_won_and_sets_the_rest() -> None:
     assert b"scanrewrite" not in everything.code and everything.updated == (4, 5, 6, 7)
 
 
+def test_write_picks_reaches_a_partial_by_the_line_that_applies_it() -> None:
+    """The runtime names a bound scan's site by the line of the call that runs it; the write-back
+    sets, or reverts, the partial it applies."""
+    source = _src(
+        """\
+        from functools import partial
+
+        import scanrewrite.runtime
+
+
+        def run(init, xs):
+            integrate = partial(scanrewrite.runtime.scan, step, unroll=4)
+            return integrate(init, xs)
+
+
+        def jitted(init, xs):
+            return jax.jit(partial(scanrewrite.runtime.scan, step, unroll=4))(init, xs)
+        """
+    )
+    result = write_picks(source, {8: Settings(2, "none"), 12: None, 9: Settings(1)})
+    assert result.code.decode() == textwrap.dedent(
+        """\
+        from functools import partial
+
+        import jax
+        import scanrewrite.runtime
+
+
+        def run(init, xs):
+            integrate = partial(scanrewrite.runtime.scan, step, unroll=2, checkpoint=False)
+            return integrate(init, xs)
+
+
+        def jitted(init, xs):
+            return jax.jit(partial(jax.lax.scan, step))(init, xs)
+        """
+    )
+    assert result.updated == (8, 12)
+    assert result.skipped == (Skipped(9, "no scanrewrite.runtime call starts on this line"),)
+
+
 def test_formatted_stays_formatted(tmp_path: Path) -> None:
     """Before/after cases with formatted sources: ruff format leaves the results as they are."""
     pytest.importorskip("ruff", reason="ruff is in the test extras")

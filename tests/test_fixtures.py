@@ -46,8 +46,8 @@ EXPECTED_REWRITES = {
     "ode_reverse_rollout": {"jax.lax.scan": 1},
     "pragma_unroll": {"equinox.internal.scan": 1},
     "rnn_pytree_carry": {"jax.lax.scan": 1},
-    # Both calls are a `functools.partial` of the scan, called later.
-    "sampler_loop": {"jax.lax.scan": 2},
+    # Its calls are a `functools.partial` of the scan, called later (one passing `unroll` by position).
+    "sampler_loop": {"jax.lax.scan": 3},
     # Its other call carries `# scanrewrite: skip`.
     "skip_pragma": {"jax.lax.scan": 1},
     "transformer_block": {"equinox.internal.scan": 1},

@@ -293,3 +293,63 @@ def test_a_levels_override_reaches_the_program():
         got = jax.jit(fn)(*args)
     assert nested.count("scan[") > plain.count("scan[") >= 1
     assert assert_trees_close(got, jax.lax.scan(lambda c, x: (c + x, c), *args), **TOL) == 2
+
+
+def test_a_scan_bound_with_partial_is_sited_at_the_user_line_that_applies_it():
+    """Called by jax (`jax.jit(partial(...))`, `jax.vmap`), a runtime function's site is the
+    line that applied it, not a frame inside jax; called later by name, the line of that call."""
+    from functools import partial
+
+    step, _ = counting_step()
+    h, xs = inputs()
+
+    def fn(h, xs):
+        a = jax.jit(partial(scanrewrite.runtime.scan, step, unroll=2))(h, xs)[0]  # jitted partial
+        run = partial(scanrewrite.runtime.scan, step, unroll=3)
+        b = run(h, xs)[0]  # bound partial
+        c = jax.vmap(partial(scanrewrite.runtime.scan, step, unroll=4), in_axes=(0, None))(h[None], xs)[0]  # vmapped
+        return jnp.sum(a) + jnp.sum(b) + jnp.sum(c)
+
+    for run in (fn, jax.jit(fn)):
+        with record_sites() as found:
+            run(h, xs)
+        assert found == {
+            site("jitted partial"): Call("scan", {"unroll": 2, "checkpoint": True, "levels": 1}),
+            site("bound partial"): Call("scan", {"unroll": 3, "checkpoint": True, "levels": 1}),
+            site("vmapped"): Call("scan", {"unroll": 4, "checkpoint": True, "levels": 1}),
+        }
+    # An override by that site reaches the call; the original scan computes lax.scan's numbers.
+    with override(unroll=ORIGINAL, sites=[site("jitted partial"), site("bound partial"), site("vmapped")]):
+        named = str(jax.make_jaxpr(fn)(h, xs))
+    with override(unroll=ORIGINAL):
+        everywhere = str(jax.make_jaxpr(fn)(h, xs))
+    assert named == everywhere != str(jax.make_jaxpr(fn)(h, xs))
+    expected = 2 * jnp.sum(jax.lax.scan(step, h, xs)[0]) + jnp.sum(jax.lax.scan(step, h, xs)[0])
+    assert_trees_close(fn(h, xs), expected, **TOL)
+
+
+def test_a_partial_unroll_and_a_later_positional_one_do_not_collide():
+    """`partial(scanrewrite.runtime.scan, step, unroll=4)`, as the rewrite writes a bound scan,
+    called with `unroll` by position (the call's own wins, as in the call it replaced) or by
+    keyword (wins too), computes what `jax.lax.scan` computes, jitted and not."""
+    from functools import partial
+
+    step, _ = counting_step()
+    h, xs = inputs()
+    bound = partial(scanrewrite.runtime.scan, step, unroll=4)
+
+    def fn(h, xs):
+        by_position = bound(h, xs, None, False, 2)
+        by_keyword = bound(h, xs, unroll=3)
+        as_bound = bound(h, xs)
+        return by_position, by_keyword, as_bound
+
+    with record_sites() as found:
+        fn(h, xs)
+    assert [call.settings["unroll"] for call in found.values()] == [2, 3, 4]
+    expected = (partial(jax.lax.scan, step)(h, xs, None, False, 2),) * 3
+    for run in (fn, jax.jit(fn)):
+        assert assert_trees_close(run(h, xs), expected, **TOL) == 6
+    # The position is read as `jax.lax.scan` reads it: `reverse` before `unroll`.
+    with pytest.raises(AssertionError):
+        assert_trees_close(bound(h, xs, None, True, 2), expected[0], **TOL)

@@ -105,3 +105,20 @@ def test_positional_arguments():
     expected = nn.scan(*args)().init(rngs, x, None)
     actual = runtime.linen_scan(*args, unroll=2)().init(rngs, x, None)
     assert assert_flax_close(actual, expected) > 5
+
+
+def test_a_partial_unroll_and_a_later_positional_one_do_not_collide():
+    """`partial(runtime.linen_scan, unroll=4)`, as the rewrite writes a bound `nn.scan`, called
+    with every argument up to `unroll` by position: the call's own unroll, 2, is used."""
+    import functools
+
+    # flax.linen.scan's parameters in order, up to unroll (`reverse`, then `unroll`).
+    args = (Block, {"params": 0, "batch_stats": 0, "intermediates": 0}, False, False, {"params": True, "dropout": True})
+    args += (nn.broadcast, 0, 5, False)
+    x = jnp.ones((2, W), jnp.float64)
+    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+    expected = functools.partial(nn.scan)(*args, 2)().init(rngs, x, None)
+    with runtime.record_sites() as sites:
+        actual = functools.partial(runtime.linen_scan, unroll=4)(*args, 2)().init(rngs, x, None)
+    assert [call.settings["unroll"] for call in sites.values()] == [2]
+    assert assert_flax_close(actual, expected) > 5

@@ -177,3 +177,20 @@ def test_partial_decorator():
 
     x = jnp.ones((2, W), jnp.float64)
     assert_flax_close(fwd(x, stack(5)), ref(x, stack(5)))
+
+
+def test_a_partial_unroll_never_collides():
+    """`nnx.scan` takes only `f` by position, so its partial, as the rewrite writes it
+    (`partial(runtime.nnx_scan, in_axes=..., unroll=4)`), meets no later positional unroll; a
+    later `unroll=` wins over the partial's, as over the original's."""
+    bound = functools.partial(runtime.nnx_scan, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, unroll=4)
+    with runtime.record_sites() as sites:
+        fwd = bound(lambda x, b: b(x), unroll=3)
+        x = jnp.ones((2, W), jnp.float64)
+        actual = fwd(x, stack(5))
+    assert [call.settings["unroll"] for call in sites.values()] == [3]
+    expected = functools.partial(nnx.scan, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)(lambda x, b: b(x))(x, stack(5))
+    assert assert_flax_close(actual, expected) >= 1
+    for scan in (nnx.scan, runtime.nnx_scan):
+        with pytest.raises(TypeError):
+            scan(lambda x, b: b(x), 5)

@@ -305,3 +305,77 @@ def test_a_pragma_wins_over_the_pick_and_is_reported(project: Path):
     assert (project / "pragma.py").read_text() == PRAGMA
     assert "pragma.py:6: not written: " in result.stderr
     assert "pragma" in result.stderr.split("pragma.py:6: not written: ")[1].splitlines()[0]
+
+
+#: A scan bound with `functools.partial`, as samplers write their loop (blackjax's
+#: `jax.jit(partial(lax.scan, one_step))(state, keys)`) and as a name called later, rewritten.
+PARTIALS = '''\
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def step(h, w):
+    return 0.5 * h + jnp.tanh(h[0] @ w), jnp.sum(h)
+
+
+def mix(h, w):
+    return jnp.tanh(h @ w), jnp.sum(h)
+
+
+def loss(ws, h):
+    h, a = jax.jit(partial(scanrewrite.runtime.scan, step, unroll=1))(h, ws)
+    integrate = partial(scanrewrite.runtime.scan, mix, unroll=1)
+    h, b = integrate(h, ws[::-1])
+    return jnp.sum(h) + jnp.sum(a) + jnp.sum(b)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(8) * (0.5 + 0.1 * i) + 0.01 * i for i in range(4)])
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((8, 8)))
+'''
+#: The jitted partial's line; the line that calls the bound one (the partial is the line above).
+JITTED, BOUND = 17, 19
+
+
+@pytest.mark.main_only(
+    "the command in a subprocess, on each release: the sites by test_override.py::"
+    "test_a_scan_bound_with_partial_is_sited_at_the_user_line_that_applies_it, the write-back by "
+    "test_codemod_writeback_settings.py::test_write_picks_reaches_a_partial_by_the_line_that_applies_it"
+)
+def test_a_scan_bound_with_partial_is_tuned_and_written_back_in_a_subprocess(project: Path):
+    program = write(project, "sampler.py", PARTIALS)
+    fn, args = load(program, "sampler_first").factory()
+    # As in the two-site test: the first site's memory by k, so that a budget makes the pick.
+    first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0, keep_rewrites=True)
+    path = str(program.resolve())
+    assert [site.site for site in first.sites] == [Site(path, JITTED), Site(path, BOUND)]
+    memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
+    assert set(memory) == {1, 4} and memory[1] != memory[4]
+    least = min(memory, key=memory.get)
+    written = 4 if least == 1 else 1
+    source = PARTIALS.replace("step, unroll=1", f"step, unroll={written}")
+    program.write_text(source)
+
+    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least]), "--keep-rewrites"]
+    command = [sys.executable, "-m", "scanrewrite.tune", "sampler.py:factory", "-q", *options, "--write"]
+    result = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "wrote the picks into sampler.py",
+        "2 sites tuned, 1 with a pick other than what is written; 1 file written",
+    ]
+    after = program.read_text()
+    assert after == source.replace(f"step, unroll={written}", f"step, unroll={least}")
+
+    # The written file computes what the original lax.scan computes, jitted and not.
+    original = load(write(project, "original.py", after.replace("scanrewrite.runtime.scan", "jax.lax.scan")), "o")
+    expected = jax.jit(original.factory()[0])(*args)
+    fn_after, args_after = load(program, "sampler_after").factory()
+    assert assert_trees_close(jax.jit(fn_after)(*args_after), expected, rtol=2e-5, atol=2e-5) == 3
+    assert assert_trees_close(fn_after(*args_after), expected, rtol=2e-5, atol=2e-5) == 3
+    wrong = load(write(project, "wrong.py", after.replace("ws[::-1]", "ws")), "sampler_wrong").factory()
+    with pytest.raises(AssertionError):
+        assert_trees_close(jax.jit(wrong[0])(*wrong[1]), expected, rtol=2e-5, atol=2e-5)

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import Scope
+from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from scanrewrite.codemod._arguments import append_args
 from scanrewrite.codemod._discovery import Resolver
@@ -177,7 +177,8 @@ def relayout_decorator(
 def runtime_partials(module: cst.Module, calls: object) -> dict[cst.Call, Target]:
     """The `functools.partial(scanrewrite.runtime.scan, ...)` calls in `module` (of any runtime
     scan), added to `calls` (a `_writeback.RuntimeCalls`) as runtime calls of their own, for
-    the revert."""
+    the revert and the write-back, by their first line and (`calls.applied`) by the first line
+    of each call that applies them, where the runtime names the site."""
     from scanrewrite.codemod._discovery import Survey
     from scanrewrite.codemod._parsing import node_lines
 
@@ -193,7 +194,74 @@ def runtime_partials(module: cst.Module, calls: object) -> dict[cst.Call, Target
     for partial, target in partials.items():
         calls.by_line.setdefault(calls.lines[partial][0], []).append((partial, target))
         calls.targets[partial] = target
+    applying = _applications(module, list(partials), calls.scopes) if partials else {}
+    for call, (first, _) in node_lines(module, set(applying)).items():
+        calls.applied.setdefault(first, []).extend((partial, partials[partial]) for partial in applying[call])
+    calls.partials.update(partials)
     return partials
+
+
+def _applications(
+    module: cst.Module, partials: list[cst.Call], scopes: Mapping[cst.CSTNode, Scope | None]
+) -> dict[cst.Call, list[cst.Call]]:
+    """The calls that apply each of `partials`, to the partials each applies: those whose
+    called expression holds the partial (`partial(...)(x)`, `jax.jit(partial(...))(x)`) or a
+    name bound to what holds it (`run(x)` after `run = jax.jit(partial(...))`).
+
+    Python names such a call's first line as the line running, and so does the runtime when
+    it names the site of the scan a partial runs (`runtime._override.call_site`)."""
+    holders: dict[cst.CSTNode, cst.Call] = {partial: partial for partial in partials}
+    while True:
+        walk = _Applications(holders)
+        module.visit(walk)
+        more = {}
+        if walk.bound and getattr(scopes, "analysed", module) is not module:
+            # The survey analysed only some statements; a bound partial may be called in others.
+            scopes = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
+        for target, partial in walk.bound.items():
+            scope = scopes.get(target)
+            for assignment in scope.assignments[target.value] if scope is not None else ():
+                if getattr(assignment, "node", None) is target:
+                    more.update({access.node: partial for access in assignment.references})
+        if more.keys() <= holders.keys():
+            return {call: sorted(found, key=partials.index) for call, found in walk.found.items()}
+        holders.update(more)
+
+
+class _Applications(cst.CSTVisitor):
+    """Where `holders` (nodes that hold a partial: it, or a name read) stand in a called
+    expression or in the value assigned to a name."""
+
+    def __init__(self, holders: Mapping[cst.CSTNode, cst.Call]) -> None:
+        self.holders = holders
+        #: The calls whose called expression the walk is in, and the assignments whose value.
+        self.called: list[cst.Call] = []
+        self.assigned: list[cst.Assign] = []
+        self.found: dict[cst.Call, set[cst.Call]] = {}
+        #: The target of an assignment (`run = ...`) whose value holds a partial, to it.
+        self.bound: dict[cst.Name, cst.Call] = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        partial = self.holders.get(node)
+        if partial is not None:
+            for call in self.called:
+                self.found.setdefault(call, set()).add(partial)
+            for assign in self.assigned:
+                if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                    self.bound[assign.targets[0].target] = partial
+        return super().on_visit(node)
+
+    def visit_Call_func(self, node: cst.Call) -> None:
+        self.called.append(node)
+
+    def leave_Call_func(self, node: cst.Call) -> None:
+        self.called.pop()
+
+    def visit_Assign_value(self, node: cst.Assign) -> None:
+        self.assigned.append(node)
+
+    def leave_Assign_value(self, node: cst.Assign) -> None:
+        self.assigned.pop()
 
 
 def reverted_decorator(original: cst.Decorator, updated: cst.Decorator) -> cst.Decorator:

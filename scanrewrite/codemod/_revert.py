@@ -59,11 +59,13 @@ def revert(
 ) -> RewriteResult:
     """Turn the runtime calls in `source` back into the calls they replaced.
 
-    `lines`: only the calls starting on these lines (1-based), each reported in `skipped`
-    when no runtime call starts there; None for every call. Of the options (`options`
-    changed by keyword arguments, as for `rewrite`), two apply: `line_length`, the
-    formatters' (for joining a call that fits on one line again), and `first_party`, the
-    top-level names of the user's own packages (for placing an added import, as in `rewrite`).
+    `lines`: only the calls starting on these lines (1-based), or where none does, the
+    `functools.partial` of a runtime function that a call starting there applies (the line
+    the runtime names its site by), each reported in `skipped` when there is none; None for
+    every call. Of the options (`options` changed by keyword arguments, as for `rewrite`), two
+    apply: `line_length`, the formatters' (for joining a call that fits on one line again), and
+    `first_party`, the top-level names of the user's own packages (for placing an added import,
+    as in `rewrite`).
 
     Returns a `RewriteResult` whose `rewritten` lists the calls reverted, each with the API
     it calls again, and a note where a `checkpoint=` or `levels=` other than the runtime's
@@ -85,17 +87,19 @@ def revert(
         return RewriteResult(source, (), (Skipped(calls.skip_file, "skip-file pragma"),))
     # `functools.partial(scanrewrite.runtime.scan, ...)`: the scan is its first argument.
     partials = runtime_partials(parsed.module, calls) if b"partial" in source else {}
-    skipped = [Skipped(line, NO_CALL) for line in sorted((wanted or set()) - set(calls.by_line))]
+    # A wanted line may be one where a partial is applied (the runtime names its site so).
+    by_line = calls.by_line if wanted is None else {line: calls.at(line) for line in wanted}
+    skipped = [Skipped(line, NO_CALL) for line, found in sorted(by_line.items()) if not found]
     plans: dict[cst.Call, _Plan] = {}
-    for line, found in sorted(calls.by_line.items()):
-        if wanted is not None and line not in wanted:
-            continue
+    lines: dict[cst.Call, int] = {}
+    for line, found in sorted(by_line.items()):
         for call, resolved in found:
             plan = _plan(call, resolved, calls)
             if isinstance(plan, str):
                 skipped.append(Skipped(line, plan))
             else:
                 plans[call] = plan
+                lines.setdefault(call, line)
     if not plans:
         return RewriteResult(source, (), tuple(sorted(skipped, key=lambda s: s.line)))
 
@@ -104,7 +108,7 @@ def revert(
     reverted = []
     for call, plan in plans.items():
         spelling = spellings.choose(call, plan.target)
-        line = calls.lines[call][0]
+        line = lines[call]
         if spelling is None:
             name = plan.target.qualified_name.partition(".")[0]
             skipped.append(Skipped(line, f"the name `{name}` is bound to something else here"))
@@ -178,9 +182,11 @@ def _pinned(source: bytes, lines: list[int]) -> dict[int, str]:
         return {}
     parsed = Parsed.from_bytes(source)
     calls = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
+    if b"partial" in source:
+        runtime_partials(parsed.module, calls)
     pinned = {}
     for line in lines:
-        for call, _ in calls.by_line.get(line, []):
+        for call, _ in calls.at(line):
             pragma = calls.pragma(call)
             if pragma.unroll is not None or pragma.levels is not None:
                 pinned[line] = "a pragma pins this call's settings"
@@ -191,7 +197,10 @@ def _call_lines(source: bytes) -> list[int]:
     if b"scanrewrite" not in source:
         return []
     parsed = Parsed.from_bytes(source)
-    return sorted(RuntimeCalls(parsed.module, parsed.code, parsed.tree).by_line)
+    calls = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
+    if b"partial" in source:
+        runtime_partials(parsed.module, calls)
+    return sorted({*calls.by_line, *calls.applied})
 
 
 @dataclass

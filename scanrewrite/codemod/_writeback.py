@@ -14,7 +14,11 @@ read_unroll(source: bytes) -> dict[int, int | None]
 the callee on one line) to what to write there. Each `scanrewrite.runtime.scan` /
 `scanrewrite.runtime.eqxi_scan` call starting on that line gets ``unroll=K``: its value
 replaced where the call passes one (by keyword or, for `scan`, as the sixth positional
-argument), else appended in the call's own layout. A `Settings` may also set the checkpoint
+argument), else appended in the call's own layout. A `functools.partial` of a runtime function
+(`partial(scanrewrite.runtime.scan, step, unroll=4)`, as the rewrite writes a bound scan) is
+such a call, found on its own first line and, where no runtime call starts there, on the first
+line of each call that applies it (`jax.jit(partial(...))(init, xs)`, or `run(init, xs)` after
+`run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the checkpoint
 mode and `levels`: written as ``checkpoint=False`` or ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) and ``levels=N``, and left out (an argument
 there removed) where they are the runtime's defaults. A statement the formatters would
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from scanrewrite.codemod._applied import runtime_partials
 from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports
@@ -116,6 +121,8 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
         )
     parsed = Parsed.from_bytes(source)
     sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree) if b"scanrewrite" in source else None
+    if sites is not None and b"partial" in source:
+        runtime_partials(parsed.module, sites)
     if sites is None or sites.skip_file is not None:
         reason = "skip-file pragma" if sites is not None else NO_CALL
         skipped = tuple(Skipped(line, reason) for line in sorted(picks))
@@ -125,7 +132,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     imports = ImportEdits()
     updated, unchanged, skipped = [], [], []
     for line in sorted(picks):
-        calls = sites.by_line.get(line, [])
+        calls = sites.at(line)
         if not calls:
             skipped.append(Skipped(line, NO_CALL))
         reasons, changes = [], {}
@@ -133,7 +140,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
             outcome = _why_not(call, resolved, sites.pragma(call))
             if outcome is None:
                 assert isinstance(resolved, Target)
-                outcome = _new_args(call, resolved, picks[line])
+                outcome = _new_args(call, resolved, picks[line], call in sites.partials)
                 if outcome is not None and not isinstance(outcome, str):
                     outcome = _needs_jax(call, picks[line], sites, imports) or outcome
             if isinstance(outcome, str):
@@ -150,7 +157,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
             unchanged.append(line)
     if not edits:
         return UnrollResult(source, (), tuple(unchanged), tuple(skipped))
-    module = parsed.module.visit(_SetArgs(edits, sites.targets, parsed.module, line_length))
+    module = parsed.module.visit(_SetArgs(edits, sites.targets, sites.partials, parsed.module, line_length))
     first_use = min(top_level_indices(parsed.module, edits).values(), default=None)
     module = apply_scheduled_imports(module, imports, first_use)
     return UnrollResult(parsed.render(module), tuple(updated), tuple(unchanged), tuple(skipped))
@@ -169,11 +176,13 @@ def read_unroll(source: bytes) -> dict[int, int | None]:
     if b"scanrewrite" not in source:
         return {}
     sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree)
+    if b"partial" in source:
+        runtime_partials(parsed.module, sites)
     found: dict[int, int | None] = {}
-    for line, calls in sorted(sites.by_line.items()):
-        for call, resolved in calls:
+    for line in sorted({*sites.by_line, *sites.applied}):
+        for call, resolved in sites.at(line):
             if isinstance(resolved, Target):
-                arg = _unroll_arg(call, resolved)
+                arg = _unroll_arg(call.with_changes(args=sites.args(call)), resolved)
                 value = arg.value if arg is not None else None
                 found[line] = value.evaluated_value if isinstance(value, cst.Integer) else None
                 break
@@ -202,9 +211,22 @@ class RuntimeCalls:
         for call, resolved in calls:
             self.by_line.setdefault(self.lines[call][0], []).append((call, resolved))
         self.targets = {call: resolved for call, resolved in calls if isinstance(resolved, Target)}
+        #: The `functools.partial` calls of runtime functions (`_applied.runtime_partials` adds
+        #: them, to `by_line` too), and by the first line of each call that applies them.
+        self.partials: set[cst.Call] = set()
+        self.applied: dict[int, list[tuple[cst.Call, Target | str]]] = {}
 
     def pragma(self, call: cst.Call) -> Pragma:
         return call_pragma(self.pragmas, *self.lines[call])
+
+    def at(self, line: int) -> list[tuple[cst.Call, Target | str]]:
+        """The runtime calls starting on `line`; where none does, the partials that a call
+        starting on it applies (the line the runtime names their site by)."""
+        return self.by_line.get(line) or list(dict.fromkeys(self.applied.get(line, ())))
+
+    def args(self, call: cst.Call) -> tuple[cst.Arg, ...]:
+        """`call`'s arguments that its runtime function takes: a partial's, after the function."""
+        return tuple(call.args[1:] if call in self.partials else call.args)
 
 
 def _shadowed(call: cst.Call, resolver: Resolver) -> str | None:
@@ -255,9 +277,20 @@ def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, imports:
     return None
 
 
-def _new_args(call: cst.Call, target: Target, settings: Settings) -> tuple[cst.Arg, ...] | str | None:
+def _new_args(
+    call: cst.Call, target: Target, settings: Settings, partial: bool = False
+) -> tuple[cst.Arg, ...] | str | None:
     """`call`'s arguments with `settings` written; None if they already say so; why not, if
-    they cannot."""
+    they cannot. A `partial` (`functools.partial(scanrewrite.runtime.scan, f, ...)`) passes
+    the runtime function's arguments after the function itself."""
+    if partial:
+        first, *rest = call.args
+        new = _new_args(call.with_changes(args=rest), target, settings)
+        if new is None or isinstance(new, str):
+            return new
+        if not rest:  # `partial(scanrewrite.runtime.scan)`: the first argument needs a comma now
+            first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return (first, *new)
     if any(isinstance(arg.value, cst.GeneratorExp) and not arg.value.lpar for arg in call.args):
         return "a bare generator argument cannot be followed by more arguments"
     shape = ArgShape.of(call.args, target)
@@ -329,17 +362,23 @@ class _SetArgs(KeepLayout):
     """Writes the settings into each call to edit (nested calls included), laid out."""
 
     def __init__(
-        self, edits: dict[cst.Call, Settings], targets: dict[cst.Call, Target], module: cst.Module, line_length: int
+        self,
+        edits: dict[cst.Call, Settings],
+        targets: dict[cst.Call, Target],
+        partials: set[cst.Call],
+        module: cst.Module,
+        line_length: int,
     ) -> None:
         super().__init__(module, line_length)
         self._settings = edits
         self._targets = targets
+        self._partials = partials
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         settings = self._settings.get(original_node)
         if settings is None:
             return updated_node
-        args = _new_args(updated_node, self._targets[original_node], settings)
+        args = _new_args(updated_node, self._targets[original_node], settings, original_node in self._partials)
         assert isinstance(args, tuple), args
         self.edited()
         return updated_node.with_changes(args=args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -137,9 +138,11 @@ class Discovery:
                 why = self._exclusion(child, is_dir=False)
                 if why:
                     self._ignored(entry.path, why)
-                elif entry.name.endswith(SUFFIXES):
+                elif entry.name.endswith(SUFFIXES) or exc.errno == errno.ELOOP:
+                    # A loop is a broken tree whatever its name (`loop -> loop` could be
+                    # a folder of Python files), and an error when named on the command line.
                     self._error(entry.path, FileError(f"cannot read: {exc.strerror}"))
-                else:  # not a Python file by its name, as ruff sees it: not an error
+                else:  # a dangling link not named as a Python file, as ruff sees it: no error
                     self._ignored(entry.path, f"cannot follow: {exc.strerror}")
                 continue
             if kind is None:

@@ -141,9 +141,10 @@ def scan(
     xs: _X | None = None,
     length: int | None = None,
     reverse: bool = False,
-    unroll: int | bool = 1,
+    _unroll: int | bool | None = None,
     _split_transpose: bool = False,
     *,
+    unroll: int | bool = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
 ) -> tuple[_Carry, _Y]:
@@ -158,6 +159,10 @@ def scan(
         divisor of N below k instead, or where k leaves steps over, blocks of a divisor of N
         whose steps are each checkpointed too, wherever that keeps no more memory by the
         runtime's count of the step's carry and residuals (the numbers are the same).
+        Passed by keyword, or by position as `jax.lax.scan`'s sixth argument (`_unroll`), which
+        wins: `unroll=` a `functools.partial` of `scan` holds (as the rewrite writes it) and an
+        unroll a later call passes by position (`partial(scan, f, unroll=4)(init, xs, None,
+        False, 2)`) do not collide, and the call's own is used, as by the call it replaced.
     - `_split_transpose`: As `jax.lax.scan` (forwarded to the outer loop).
     - `checkpoint`: `True` wraps each chunk (and the `N % k` leftover steps) in
         `jax.checkpoint`, so the backward pass recomputes it from its input carry. A policy
@@ -185,6 +190,7 @@ def scan(
     a weakly typed `init` leaf changes dtype) and its jaxpr replayed for every copy of the
     step, so Python side effects in `f` run as often as under `jax.lax.scan`.
     """
+    unroll = unroll if _unroll is None else _unroll
     settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")

@@ -109,13 +109,14 @@ def linen_scan(
     out_axes: Any = _DEFAULT,
     length: int | None = _DEFAULT,
     reverse: bool = _DEFAULT,
-    unroll: int | bool = 1,
+    _unroll: int | bool | None = None,
     data_transform: Callable[..., Any] | None = _DEFAULT,
     metadata_params: Mapping[Any, Any] = _DEFAULT,
     methods: Any = _DEFAULT,
     _split_transpose: bool = _DEFAULT,
     check_constancy_invariants: bool = _DEFAULT,
     *,
+    unroll: int | bool = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
 ) -> Any:
@@ -128,7 +129,8 @@ def linen_scan(
         `flax.linen.scan`, passed to it unchanged where given (so a Flax without
         `check_constancy_invariants` works as long as it is not passed).
     - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan` (`unroll` is the chunk
-        size, not Flax's).
+        size, not Flax's). `unroll` by position (`flax.linen.scan`'s tenth argument, `_unroll`)
+        wins over `unroll=`, as in `scan`.
 
     **Returns:**
 
@@ -142,7 +144,7 @@ def linen_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    scan = _scan_for(site, unroll, checkpoint, levels)
+    scan = _scan_for(site, unroll if _unroll is None else _unroll, checkpoint, levels)
     shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
     module = shadow(transforms, scan, {"lift": shadow_lift})
     kwargs = _given(

@@ -102,12 +102,39 @@ def call_site(depth: int = 2) -> Site | None:
 
     `depth=1` is the function that calls `call_site`, so the default, 2, is that function's
     caller: called first thing in `scan`/`eqxi_scan`, the user's (rewritten) call line.
+
+    Where that frame is a library's (as jax's traceback filtering tells them: jax, the
+    standard library, installed packages), the site is the nearest frame further up that is
+    the user's or names `scanrewrite`: a runtime function applied rather than called, as in
+    `jax.jit(functools.partial(scanrewrite.runtime.scan, step, unroll=4))(init, xs)`, is
+    called by jax, and the line that matters is the one that applied it, not jax's. A
+    rewritten call in an installed package's own file (one that names `scanrewrite`) is its
+    own site.
     """
     try:
         frame = sys._getframe(depth)
     except ValueError:
         return None
+    caller = frame
+    while frame is not None and _is_library(frame.f_code):
+        frame = frame.f_back
+    frame = caller if frame is None else frame
     return Site(_absolute(frame.f_code.co_filename), frame.f_lineno)
+
+
+def _is_library(code: Any) -> bool:
+    return not _is_user_file(code.co_filename) and "scanrewrite" not in code.co_names
+
+
+try:
+    # The heuristic jax's own tracebacks use (cached by file name); libraries that wrap jax's
+    # transformations (equinox, flax) register their files with it.
+    from jax._src.source_info_util import is_user_filename as _is_user_file
+except ImportError:  # pragma: no cover - a jax without it: only jax's own files are a library's
+    _JAX_DIR = os.path.dirname(jax.__file__) + os.sep
+
+    def _is_user_file(path: str) -> bool:
+        return not path.startswith(_JAX_DIR)
 
 
 class Call(NamedTuple):
@@ -198,7 +225,9 @@ def override(
         `eqxi_scan` takes no `levels` and ignores it.
     - `sites`: `None` for every rewritten call; else the calls to override, each a `Site`, a
         `"path:line"` string or a `(path, line)` pair, where the line is the first line of the
-        call (the line `scanrewrite` reports). Paths are compared as absolute paths with
+        call (the line `scanrewrite` reports; for a runtime function bound with
+        `functools.partial`, the first line of the call that runs the partial, as
+        `record_sites` names it). Paths are compared as absolute paths with
         symbolic links resolved, so a relative path is read from the current folder.
 
     Overrides nest: an inner block wins over an outer one for the settings it names, at the

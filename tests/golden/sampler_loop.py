@@ -1,7 +1,7 @@
 """A sampler's inference loop, written as samplers write it: the scan bound with
 `functools.partial` and jitted, then called on the state and the keys (blackjax's
-`run_inference_algorithm`); and a tempered log-density whose gradient runs through a partial
-of the scan as well."""
+`run_inference_algorithm`); a tempered log-density whose gradient runs through a partial
+of the scan as well; and a partial called with every argument by position, `unroll` too."""
 
 from functools import partial
 
@@ -40,8 +40,27 @@ def tempered_path_integral(position, temperatures):
     return integrate(0.0, temperatures)
 
 
+def annealed_log_densities(position, temperatures):
+    def step(total, beta):
+        return 0.5 * total + log_density(position * beta), total
+
+    # Every argument by position, as lax.scan takes them (init, xs, length, reverse, unroll).
+    return partial(scanrewrite.runtime.scan, step, unroll=4)(
+        0.0, temperatures, None, False, 2
+    )
+
+
 def run():
     final_state, positions = run_inference_algorithm(jnp.zeros(2), jax.random.PRNGKey(3), 13)
     temperatures = jnp.linspace(0.1, 1.0, 7)
     value, grad = jax.value_and_grad(lambda p: tempered_path_integral(p, temperatures)[0])(positions[-1])
-    return {"final_state": final_state, "positions": positions, "value": value, "grad": grad}
+    annealed = annealed_log_densities(positions[-1], temperatures)
+    annealed_jit = jax.jit(annealed_log_densities)(positions[-1], temperatures)
+    return {
+        "final_state": final_state,
+        "positions": positions,
+        "value": value,
+        "grad": grad,
+        "annealed": annealed,
+        "annealed_jit": annealed_jit,
+    }

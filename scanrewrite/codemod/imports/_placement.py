@@ -90,12 +90,21 @@ def _insert_in_section(
         return plain[-1] + 1
     if after is None:
         after = members[0]
-    # The first import of a section takes the lines above it (the blank line before the
-    # section, a comment naming it) along; a comment above any other import belongs to it.
+    # Before the first import of a section, the new line takes the blank line before the
+    # section along, and everything above an import about to go; comment lines directly
+    # above a kept import describe it and stay there, after a blank line as the sorters
+    # lay a commented import out.
     lines = list(body[after].leading_lines)
-    cut = len(lines) if after == members[0] or after in dropped else 0
-    body[after] = body[after].with_changes(leading_lines=lines[cut:])
-    body.insert(after, new.with_changes(leading_lines=lines[:cut]))
+    above: list[cst.EmptyLine] = []
+    if after in dropped:
+        above, lines = lines, []
+    elif after == members[0]:
+        cut = len(lines)
+        while cut and not _is_blank(lines[cut - 1]):
+            cut -= 1
+        above, lines = lines[:cut], [cst.EmptyLine(), *lines[cut:]] if cut < len(lines) else []
+    body[after] = body[after].with_changes(leading_lines=lines)
+    body.insert(after, new.with_changes(leading_lines=above))
     return after
 
 
