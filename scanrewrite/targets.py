@@ -51,8 +51,8 @@ TARGETS: tuple[Target, ...] = (
         qualified_name="jax.lax.scan",
         replacement="scanrewrite.runtime.scan",
         params=("f", "init", "xs", "length", "reverse", "unroll", "_split_transpose"),
-        keyword_only=("checkpoint", "levels"),
-        added=("checkpoint", "levels"),
+        keyword_only=("checkpoint", "levels", "store"),
+        added=("checkpoint", "levels", "store"),
     ),
     Target(
         name="eqxi.scan",
