@@ -51,7 +51,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _common import Progress, agreement_rtol, compile_lowered, lower_timed, max_rel_diff
+from _common import Progress, agreement_rtol, compile_lowered, lower_timed
 
 import scanrewrite.runtime
 
@@ -77,8 +77,8 @@ class Shape:
     stores: tuple[int, ...]
     #: Store the last steps straight-line (the for-loop's program) or as a rolled `lax.scan`.
     stored_straight: bool = True
-    #: Whether to build the per-step policy in a for-loop and `unroll=True` with a policy
-    #: (straight-line programs of N steps: slow to compile where N is large).
+    #: Whether to build the for-loop with a checkpoint, and with a policy, per step
+    #: (straight-line programs of N checkpointed steps: slow to compile where N is large).
     straight_policies: bool = True
     rtol: float | None = None
     #: Whether the loop runs over the (stacked, per-layer) parameters as its `xs`.
@@ -182,9 +182,9 @@ def gru_shape(n: int, batch: int, hidden: int, inputs: int, repeats: int) -> Sha
 
 
 SHAPES = {
-    "gpt": lambda: gpt_shape(16, 8, 1024, 1024, 16, repeats=10),
-    "origin": lambda: origin_shape(12, 16, 512, 512, repeats=15),
-    "gru": lambda: gru_shape(1024, 16, 128, 64, repeats=15),
+    "gpt": lambda: gpt_shape(16, 8, 1024, 1024, 16, repeats=8),
+    "origin": lambda: origin_shape(12, 16, 512, 512, repeats=10),
+    "gru": lambda: gru_shape(1024, 16, 128, 64, repeats=10),
 }
 # One k and one stored count each: the same path, a few dozen small compiles.
 SMOKE = {
@@ -228,8 +228,8 @@ def variants(shape: Shape) -> dict[str, Callable]:
     for k in shape.ks:
         found[f"lax.scan(jax.checkpoint(f), unroll={k})"] = lambda step, h, xs, k=k: scan(jax.checkpoint(step), h, xs, unroll=k)
     found[FOR_LOOP] = lambda step, h, xs: _for_loop(step, h, xs, n)
-    found["for-loop, jax.checkpoint per step"] = lambda step, h, xs: _for_loop(jax.checkpoint(step), h, xs, n)
     if shape.straight_policies:
+        found["for-loop, jax.checkpoint per step"] = lambda step, h, xs: _for_loop(jax.checkpoint(step), h, xs, n)
         found["for-loop, dots policy per step"] = lambda step, h, xs: _for_loop(jax.checkpoint(step, policy=DOTS), h, xs, n)
 
     def stored(step, h, xs, s):
@@ -246,8 +246,6 @@ def variants(shape: Shape) -> dict[str, Callable]:
     found["runtime k=1"] = functools.partial(runtime, unroll=1)
     found |= {f"runtime k={k}": functools.partial(runtime, unroll=k) for k in shape.ks}
     found["runtime k=1, dots policy"] = functools.partial(runtime, unroll=1, checkpoint=DOTS)
-    if shape.straight_policies:
-        found["runtime unroll=True, dots policy"] = functools.partial(runtime, unroll=True, checkpoint=DOTS)
     if HAS_STORE:
         found |= {f"runtime store={s}": functools.partial(runtime, unroll=1, store=s) for s in shape.stores}
     found["runtime unroll=True, checkpoint=False"] = functools.partial(runtime, unroll=True, checkpoint=False)
@@ -259,8 +257,11 @@ def _is_oom(error: BaseException) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
-def measure(shape: Shape, threads: int, progress: Progress | None = None) -> dict[str, dict]:
-    """name -> {temp, compile, time, noise, diff} or {error}, for every variant of `shape`."""
+def measure(
+    shape: Shape, threads: int, progress: Progress | None = None, save: Callable[[dict], None] = lambda rows: None
+) -> dict[str, dict]:
+    """name -> {temp, compile, time, noise, diff} or {error}, for every variant of `shape`;
+    `save` is handed the rows once compiled, so that a run cut short keeps them."""
     params, h0, xs = shape.make(jax.random.PRNGKey(0))
 
     def grad_step(loop):
@@ -293,18 +294,31 @@ def measure(shape: Shape, threads: int, progress: Progress | None = None) -> dic
                 rows[name] = {"error": _reason(error)}
             if progress:
                 progress.step(f"{shape.name}: {name}")
+    save(rows)
     args = (params, h0, xs)
-    outputs = {}
+    # Compared on the device, leaf by leaf, so that no gradient of a large model is copied to
+    # the host (in float64 that took minutes on the GPT-style stack).
+    reference, reference_out = None, None
+    for name in ("lax.scan", CHECKPOINTED, FOR_LOOP, *compiled):
+        if name in compiled:
+            try:
+                reference_out = jax.block_until_ready(compiled[name](*args))
+                reference = name
+                break
+            except Exception as error:  # noqa: BLE001 - compiled but the device cannot run it
+                rows[name] = {"error": _reason(error)}
+                del compiled[name]
     for name in list(compiled):
         try:
-            outputs[name] = jax.device_get(jax.block_until_ready(compiled[name](*args)))
-        except Exception as error:  # noqa: BLE001 - compiled but the device cannot run it
+            out = reference_out if name == reference else jax.block_until_ready(compiled[name](*args))
+        except Exception as error:  # noqa: BLE001
             rows[name] = {"error": _reason(error)}
             del compiled[name]
-    reference = next((name for name in ("lax.scan", CHECKPOINTED, FOR_LOOP) if name in outputs), None)
-    for name in outputs:
-        rows[name]["diff"] = max_rel_diff(outputs[name], outputs[reference])
+            continue
+        rows[name]["diff"] = float(_rel_diff(out, reference_out))
         rows[name]["reference"] = reference
+        del out
+    del reference_out
 
     def timed(round_: int) -> None:
         if progress:
@@ -316,6 +330,17 @@ def measure(shape: Shape, threads: int, progress: Progress | None = None) -> dic
             rows[name]["time"] = statistics.median(values)
             rows[name]["noise"] = _half_iqr(values)
     return rows
+
+
+@jax.jit
+def _rel_diff(actual, expected):
+    """`_common.max_rel_diff` on the device, in float32 (infinite on a NaN)."""
+    worst = jnp.float32(0)
+    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True):
+        a, e = a.astype(jnp.float32), e.astype(jnp.float32)
+        diff = jnp.max(jnp.abs(a - e)) / (jnp.max(jnp.abs(e)) + 1e-30)
+        worst = jnp.maximum(worst, jnp.where(jnp.isnan(a).any(), jnp.inf, diff))
+    return worst
 
 
 def _interleaved(compiled: dict, args: tuple, repeats: int, rows: dict, after_round) -> dict[str, list[float]]:
@@ -551,17 +576,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{caption}; the runtime {'has' if HAS_STORE else 'has no'} `store=`\n")
     progress = Progress(sum(len(variants(shape)) + shape.repeats for shape in shapes))
     results, agree = {}, True
+    def save(rows: dict | None = None, shape: Shape | None = None) -> None:
+        if rows is not None:
+            results[shape.title] = rows
+        if args.json:  # after each step, so that a run cut short keeps what it measured
+            with open(args.json, "w") as file:
+                json.dump({"caption": caption, "results": results}, file, indent=1)
+
     for shape in shapes:
         start = time.perf_counter()
-        rows = measure(shape, args.compile_threads, progress)
-        results[shape.title] = rows
+        rows = measure(shape, args.compile_threads, progress, functools.partial(save, shape=shape))
+        save(rows, shape)
         print(f"## {shape.name}\n\n{table(shape, rows, args.compile_threads)}\n")
         print(f"({shape.name}: {time.perf_counter() - start:.0f} s in all)\n", flush=True)
         rtol = shape.rtol or agreement_rtol()
         agree &= all(row["diff"] <= rtol for row in rows.values() if "diff" in row)
-        if args.json:  # after each shape, so that a run cut short keeps what it measured
-            with open(args.json, "w") as file:
-                json.dump({"caption": caption, "results": results}, file, indent=1)
     if args.plot:
         plot(results, args.plot, caption)
     return 0 if agree else 1
