@@ -414,6 +414,8 @@ class Check:
 
     @property
     def verdict(self) -> str:
+        if self.picked == "nothing fits":
+            return "FAIL"  # the runtime has no program at that memory
         if self.got is None or self.limit is None:
             return "n/a"
         if self.got <= self.limit:
@@ -567,6 +569,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         saved = json.loads(open(args.from_json).read())
         results = {title: rows for title, rows in saved["results"].items()}
+        for title, rows in results.items():
+            shape = next((make() for make in SHAPES.values() if make().title == title), None)
+            if shape is not None:
+                print(f"## {shape.name}\n\n{table(shape, rows, args.compile_threads)}\n")
         if args.plot:
             plot(results, args.plot, saved["caption"])
         return 0
