@@ -62,7 +62,7 @@ def _factory(path: Path, name: str):
 
 def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
     fn, args = _factory(program, "one_budget")
-    report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=())
+    report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
     (site,) = report.sites
     rows = {str(row.candidate): row for row in site.rows}
     # The for-loop's program: one chunk of all 8 steps, nothing checkpointed.
@@ -71,7 +71,7 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
     chosen = next(row for row in site.rows if row.note == "pick")
     assert chosen.temp_bytes <= report.limit == report.whole[0].temp_bytes
     # The tuner says what it cost.
-    assert report.wall_s > 0 and report.compiled >= len(site.rows)
+    assert report.wall_s > 0 and report.compiled >= len([row for row in site.rows if row.compile_s is not None])
     assert f"tuned in {report.wall_s:.1f} s: {report.compiled} programs compiled" in report.table()
     # Without a budget nothing spends memory: the candidates are those of before.
     plain = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0)
@@ -80,11 +80,11 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
 
 def test_a_program_over_the_budget_that_spends_memory_is_not_timed(program: Path):
     fn, args = _factory(program, "one_over")
-    first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=())
+    first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(4,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
     least = min(memory.values())
     assert memory["k=8, checkpoint=False"] > least, "the for-loop's program keeps more than the least"
-    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=least, stores=())
+    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=least, stores=(4,))
     row = next(row for row in report.sites[0].rows if str(row.candidate) == "k=8, checkpoint=False")
     assert row.note == "over budget: not timed" and row.timing is None and row.temp_bytes > least
     assert report.sites[0].pick != Candidate(8, "none")

@@ -87,6 +87,7 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
         "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "k=16, checkpoint=False",
     ]
     assert spending([1], (1,), None) == []
+    assert spending([1], (), 16) == []  # no stored steps, not every step either
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,8 @@ def _write_stdout(data: bytes) -> None:
               "the for-loop's program, compiling only those predicted to fit and win.")
 @click.option("--stores", default="auto", show_default=True, callback=_parsed(parse_stores),
               help="With --memory-budget: stored steps to try with each k, comma-separated, or 'auto' "
-              "(1 and a quarter, half and three quarters of each site's steps).")
+              "(1 and a quarter, half and three quarters of each site's steps); '' tries none, nor the for-loop's "
+              "program.")
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
               "or jax.checkpoint_policies names.")

@@ -106,8 +106,9 @@ def spending(ks: Sequence[int], stores: Sequence[int], length: int | None) -> li
     """The candidates that spend memory for speed, tried under a memory budget at a `scan`
     site of `length` steps: every k with each number of stored steps in `stores` below
     `length` (the last steps' residuals kept instead of recomputed), and the for-loop's program
-    (`unroll=length, checkpoint=False`: every step straight-line, nothing recomputed)."""
-    if not length:
+    (`unroll=length, checkpoint=False`: every step straight-line, nothing recomputed, as if
+    every step were stored). No `stores`, no spending: neither."""
+    if not length or not stores:
         return []
     found = [Candidate(k, store=s) for s in dict.fromkeys(stores) if 0 < s < length for k in dict.fromkeys(ks) if k < length]
     return found + [Candidate(length, "none")]

@@ -133,7 +133,8 @@ def tune(
         has `store`) and the for-loop's program (`unroll=N, checkpoint=False`); of those, only
         the ones predicted to fit and win are compiled (`scanrewrite.tune._predict`).
     - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
-        quarter, half and three quarters of each site's steps) or ints; `()` tries none.
+        quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
+        the for-loop's program: nothing that spends memory.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
         float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
     - `progress`: told the number of steps, then each step (see `Progress`).
@@ -199,8 +200,9 @@ def tune(
         )
         if budget is not None and calls[site].api == "scan":
             length = lengths.get(site)
-            counts = (default_stores(length) if store_counts is None else store_counts) if has_store else ()
-            spend[site] = [c for c in spending(ks, counts, length) if c not in tried[site]]
+            counts = default_stores(length) if store_counts is None else store_counts
+            # Without `store` in the runtime, the for-loop's program alone (stored steps it cannot build).
+            spend[site] = [c for c in spending(ks, counts, length) if c not in tried[site] and (has_store or not c.store)]
     total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
