@@ -188,11 +188,11 @@ SHAPES = {
     "origin": lambda: origin_shape(12, 16, 512, 512, repeats=10),
     "gru": lambda: gru_shape(1024, 16, 128, 64, repeats=10),
 }
-# One k and one stored count each: the same path, a few dozen small compiles.
+# Two steps, one k and one stored step each: the same path, a few dozen tiny compiles.
 SMOKE = {
-    "gpt": lambda: dataclasses.replace(gpt_shape(4, 1, 8, 16, 2, repeats=2), ks=(2,), stores=(2,)),
-    "origin": lambda: dataclasses.replace(origin_shape(4, 1, 8, 16, repeats=2), ks=(2,), stores=(2,)),
-    "gru": lambda: dataclasses.replace(gru_shape(8, 2, 8, 4, repeats=2), ks=(4,), stores=(4,)),
+    "gpt": lambda: dataclasses.replace(gpt_shape(2, 1, 4, 8, 2, repeats=2), ks=(2,), stores=(1,)),
+    "origin": lambda: dataclasses.replace(origin_shape(2, 1, 4, 8, repeats=2), ks=(2,), stores=(1,)),
+    "gru": lambda: dataclasses.replace(gru_shape(2, 1, 4, 4, repeats=2), ks=(2,), stores=(1,)),
 }
 
 
