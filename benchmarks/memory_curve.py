@@ -208,7 +208,7 @@ def _split(xs, at: int):
 def _for_loop(step, h, xs, n):
     ys = []
     for i in range(n):
-        h, y = step(h, None if xs is None else jax.tree_util.tree_map(lambda x: x[i], xs))
+        h, y = step(h, None if xs is None else jax.tree_util.tree_map(lambda x, i=i: x[i], xs))
         ys.append(y)
     return h, None if ys[0] is None else jax.tree_util.tree_map(lambda *y: jnp.stack(y), *ys)
 
@@ -567,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", help="measure nothing: print the tables and draw the figure of this file")
     args = parser.parse_args(argv)
     if args.from_json:
-        saved = json.loads(open(args.from_json).read())
+        with open(args.from_json) as file:
+            saved = json.load(file)
         results = {title: rows for title, rows in saved["results"].items()}
         for title, rows in results.items():
             shape = next((make() for make in SHAPES.values() if make().title == title), None)
