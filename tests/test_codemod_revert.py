@@ -305,6 +305,20 @@ REVERT = [
         """\
         import jax
         import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=1, store=4)
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(f, c, xs)
+        """,
+        id="stored steps dropped",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
         from jax import lax
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable)

@@ -124,6 +124,51 @@ SETTINGS = [
         88,
         id="short enough again: joined",
     ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        {3: Settings(1, store=4)},
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=1, store=4)
+        """,
+        88,
+        id="stored steps appended",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=1, store=4)
+        """,
+        {3: Settings(2, store=0)},
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=2)
+        """,
+        88,
+        id="no stored steps: left out",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        {3: Settings(16, "none")},
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=16, checkpoint=False)
+        """,
+        88,
+        id="the for-loop's program",
+    ),
 ]
 
 

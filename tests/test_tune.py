@@ -123,7 +123,9 @@ def test_two_sites_end_to_end(project: Path):
     lines[SITE_A - 1] = lines[SITE_A - 1].replace("unroll=1", f"unroll={written_a}")
     source = "".join(lines)
     program.write_text(source)
+    # Nothing that spends memory (stored steps, the for-loop's program): k alone decides here.
     options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least]), "--keep-rewrites"]
+    options += ["--stores", ""]
 
     # The command, with a budget only the smaller one fits at the first site.
     result = invoke("two.py:factory", *options, "--diff", "--check")

@@ -17,7 +17,10 @@ from scanrewrite.tune._select import (
     parse_ks,
     parse_levels,
     parse_policies,
+    parse_stores,
+    spending,
 )
+from scanrewrite.tune._select import default_stores
 
 
 @pytest.mark.parametrize(
@@ -30,6 +33,10 @@ from scanrewrite.tune._select import (
         pytest.param(4096, Budget(bytes=4096), id="bytes-int"),
         pytest.param("0.5x", Budget(fraction=0.5), id="fraction-x"),
         pytest.param("50%", Budget(fraction=0.5), id="percent"),
+        pytest.param("0.8", Budget(device=0.8), id="device-fraction"),
+        pytest.param(0.8, Budget(device=0.8), id="device-fraction-float"),
+        pytest.param("1", Budget(device=1.0), id="all-of-the-device"),
+        pytest.param("12GiB", Budget(bytes=12 * 2**30), id="twelve-gib"),
         pytest.param(None, None, id="none"),
     ],
 )
@@ -56,6 +63,31 @@ def test_budget_limit():
     assert Budget(fraction=0.5).limit(1000) == 500
     assert Budget(fraction=0.5).limit(None) is None
     assert Budget(bytes=10).limit(1000) == 10
+    assert Budget(device=0.8).limit(1000, 16 * 2**30) == int(0.8 * 16 * 2**30)
+    assert str(Budget(device=0.8)) == "0.8 of the device's memory"
+
+
+def test_a_device_fraction_needs_a_device_that_reports_its_memory():
+    with pytest.raises(TuneError, match="reports no memory size"):
+        Budget(device=0.8).limit(1000, None)
+
+
+def test_stored_steps_and_the_for_loop_under_a_budget():
+    assert default_stores(16) == (1, 4, 8, 12)
+    assert default_stores(2) == (1,)
+    assert default_stores(None) == ()
+    assert parse_stores("auto") is None
+    assert parse_stores("1, 4,4") == (1, 4)
+    assert parse_stores("") == ()
+    for bad in ("0", "some", [True]):
+        with pytest.raises(TuneError, match="stored steps"):
+            parse_stores(bad)
+    found = spending([1, 2], (1, 8, 16), 16)
+    assert [str(c) for c in found] == [
+        "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "k=16, checkpoint=False",
+    ]
+    assert spending([1], (1,), None) == []
+    assert spending([1], (), 16) == []  # no stored steps, not every step either
 
 
 @pytest.mark.parametrize(

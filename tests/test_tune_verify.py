@@ -167,7 +167,7 @@ def test_a_budget_pick_with_a_policy_and_levels_is_written_back(project: Path):
     assert target < min(memory.values()), "only the policy with levels=2 fits the budget below"
 
     options = ["--ks", "1", "--policies", "nothing_saveable", "--levels", "2", "--repeats", "1", "--warmup", "0"]
-    result = invoke("long.py:factory", *options, "--memory-budget", str(target), "--keep-rewrites", "--write")
+    result = invoke("long.py:factory", *options, "--memory-budget", str(target), "--keep-rewrites", "--stores", "", "--write")
     assert result.exit_code == 0, result.output
     assert "pick k=1, nothing_saveable, levels=2 (fastest within the memory budget)" in result.stdout
     # Written as the formatters lay out a call that no longer fits on one indented line.

@@ -90,6 +90,8 @@ class Settings:
     checkpoint: str | None = None
     #: None: as written. 1, the default (no argument); else ``levels=N`` or ``levels="auto"``.
     levels: int | str | None = None
+    #: None: as written. 0, the default (no argument); else ``store=N``.
+    store: int | None = None
 
 
 def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
@@ -303,6 +305,8 @@ def _new_args(
     if settings.levels is not None:
         value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
         wanted.append(("levels", None if settings.levels == 1 else value))
+    if settings.store is not None:
+        wanted.append(("store", cst.Integer(str(settings.store)) if settings.store else None))
     for name, value in wanted:
         if name != "unroll" and name not in target.keyword_only:
             return f"{target.qualified_name} takes no {name}"

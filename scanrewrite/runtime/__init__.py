@@ -1,22 +1,22 @@
-"""Chunked, checkpointed scans with an unrolled inner body.
+"""Chunked, checkpointed scans with an unrolled inner body: the public face of the runtime.
 
 `scan` and `eqxi_scan` take the arguments of `jax.lax.scan` and `equinox.internal.scan`, so a
 rewritten call only changes the callee and appends `unroll=k`. A scan of N steps becomes an
 outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XLA can fuse and
 schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
-`reverse=True` the lowest), also straight-line. (On XLA:CPU the steps of a chunk stay a rolled
-inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`; there the chunks
-are ones that keep no more memory than k and compile faster: see `_memory`.) `f` is traced
-once and its jaxpr replayed for every copy of the step (`_trace`). Each chunk is wrapped in
-`jax.checkpoint`, so the backward pass keeps
-about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
-residuals of all N steps: the memory of a checkpointed scan with the speed of an unrolled loop.
-This is the "checkpoint-of-unrolled-scan" of the equinox discussion that motivates the project.
-For long scans, `levels` nests the checkpointing (blocks of chunks; see `_levels`).
-`fori_loop` and `map` are the same loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`).
+`reverse=True` the lowest), also straight-line, each chunk in `jax.checkpoint`: the memory of a
+checkpointed scan with the speed of an unrolled loop (the "checkpoint-of-unrolled-scan" of the
+equinox discussion that motivates the project). `store` keeps the residuals of the last steps
+instead, `levels` nests the checkpointing for long scans. `fori_loop` and `map` are the same
+loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`), `nnx_scan` and `linen_scan` run
+Flax's scans on it (`_flax`).
 
-Each call is staged as one compiled unit, cached weakly on `f` (`_staging`), so it costs what
-`jax.lax.scan` costs outside `jit` too; its settings are resolved per call site (`_override`).
+Each function here checks its arguments, resolves its settings for its call site
+(`_override`) and hands them on; from there a call is a pipeline (docs/runtime.md has the
+picture): `_call` validates and asks `_plan` for a request, `_staging` stages one compiled unit
+for it, cached weakly on `f`, and `_program` traces the step once (`_trace`), decides the plan
+(`_plan.make`: chunk size fitted by `_memory`, stored steps, checkpoint, levels) and builds it
+(`_chunks`, `_levels`).
 """
 
 from __future__ import annotations
@@ -24,15 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-import jax
-import jax.numpy as jnp
-
-from scanrewrite.runtime import _chunks, _levels, _memory, _override, _staging, _trace
-from scanrewrite.runtime._compat import lax_unroll
+from scanrewrite.runtime import _call, _override
 from scanrewrite.runtime._flax import linen_scan, nnx_scan
 from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
-from scanrewrite.runtime._validate import check_checkpoint, check_unroll, chunk_size, scan_length
+from scanrewrite.runtime._validate import check_store, check_unroll
 
 __all__ = [
     "ORIGINAL",
@@ -52,89 +48,6 @@ _X = TypeVar("_X")
 _Y = TypeVar("_Y")
 
 
-def _settings_key(settings: dict[str, Any]) -> tuple:
-    """The resolved settings in the cache key: every one, whatever `resolve` returns."""
-    return tuple(sorted(settings.items()))
-
-
-def _scan(f, init, xs, length, reverse, _split_transpose, settings):
-    """`scan` with its settings resolved for the call site."""
-    unroll, checkpoint = settings["unroll"], settings["checkpoint"]
-    levels = settings.get("levels", 1)  # eqxi_scan(kind="lax") has no `levels`
-    if unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
-        return jax.lax.scan(f, init, xs, length, reverse, 1, _split_transpose)
-    check_unroll(unroll)
-    check_checkpoint(checkpoint)
-    _levels.check(levels)
-    n = scan_length(xs, length)
-    if n == 0:
-        return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(unroll), _split_transpose)
-    layout = _chunks.layout()
-    # Called on arrays (or vmap's tracers of them), not on those of a transformation that
-    # differentiates: see `run`.
-    constant_inputs = _trace.undifferentiated((init, xs))
-    # Nothing around the call differentiates it, so nothing differentiates a scan inside `f`:
-    # those build what they build on arrays, as this one does (`_trace.forward_only`).
-    forward = _trace.forward_only((init, xs))
-    # The program is one loop of `f` (traced once, replayed nowhere): `_staging` traces the
-    # program itself instead of `f` first.
-    whole = layout.rolled_chunk and (forward or checkpoint is False)
-
-    def build(get_f):
-        def run(init, xs):
-            def loop(body, carry, looped_xs, count):
-                return jax.lax.scan(body, carry, looped_xs, count, reverse, 1, _split_transpose)
-
-            def outer(chunk, carry, chunked_xs, chunks):
-                levels_here = _levels.resolve(levels, chunks)
-                # Blocks keep only their input carry, whatever the chunks' policy saves.
-                block_wrapper = _chunks.wrapper(checkpoint is not False, prevent_cse=False)
-                return _levels.nested(loop, chunk, carry, chunked_xs, chunks, levels_here, reverse, block_wrapper)
-
-            if whole:
-                # Rolled and not checkpointed, chunks only nest loops, and XLA:CPU then keeps
-                # the residuals of both loops (1.5x `lax.scan`'s memory); where nothing can
-                # differentiate the scan, there is no backward pass to keep memory for. Either
-                # way this is `lax.scan` of `f`, which compiles fastest and traces `f` once.
-                step = _trace.marked_forward(get_f()) if forward else get_f()
-                return jax.lax.scan(step, init, xs, length, reverse, 1, _split_transpose)
-            n = scan_length(xs, length)
-            xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
-            # The chunks take over a per-step checkpoint around `f`, and its policy where the
-            # call names none: checkpointing each step inside a checkpointed chunk again would
-            # recompute every step twice in the backward pass.
-            body = _trace.body(get_f(), init, xs, absorb=checkpoint is not False)
-            if layout.rolled_chunk and constant_inputs and body.constant_consts:
-                # As above, where only the step's constants tell (under `jax.grad` of others).
-                return jax.lax.scan(body.step, body.init, xs, length, reverse, 1, _split_transpose)
-            chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
-            fitted = _memory.Fit(chunk_size(unroll, n))
-            if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
-                # Rolled, k only trades carries for residuals: build the chunks that keep no
-                # more and compile faster (`_memory`).
-                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels)
-            return _chunks.chunked(
-                body,
-                xs,
-                n,
-                fitted.size,
-                reverse,
-                outer,
-                _chunks.wrapper(chunk_checkpoint, prevent_cse=False),
-                # Outside a loop, common-subexpression elimination could merge the recomputation
-                # with the forward pass and keep the residuals after all.
-                _chunks.wrapper(chunk_checkpoint, prevent_cse=True),
-                layout,
-                checkpoint_steps=fitted.checkpoint_steps,
-            )
-
-        return run
-
-    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, *_settings_key(settings))
-    staged = _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, whole=whole)
-    return staged(init, xs)
-
-
 def scan(
     f: Callable[[_Carry, _X], tuple[_Carry, _Y]],
     init: _Carry,
@@ -147,6 +60,7 @@ def scan(
     unroll: int | bool = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
+    store: int = 0,
 ) -> tuple[_Carry, _Y]:
     """As `jax.lax.scan`, computed as checkpointed chunks of `unroll` straight-line steps.
 
@@ -158,7 +72,9 @@ def scan(
         stay rolled, a k between 1 and N with `checkpoint=True` and one level builds 1 or a
         divisor of N below k instead, or where k leaves steps over, blocks of a divisor of N
         whose steps are each checkpointed too, wherever that keeps no more memory by the
-        runtime's count of the step's carry and residuals (the numbers are the same).
+        runtime's count of the step's carry and residuals. On accelerators, where a chunk is
+        straight-line, it builds the largest size up to k that keeps no more memory than one
+        step per chunk by that count (the numbers are the same whatever size is built).
         Passed by keyword, or by position as `jax.lax.scan`'s sixth argument (`_unroll`), which
         wins: `unroll=` a `functools.partial` of `scan` holds (as the rewrite writes it) and an
         unroll a later call passes by position (`partial(scan, f, unroll=4)(init, xs, None,
@@ -178,6 +94,14 @@ def scan(
         not built (so a too large `levels` acts as the largest that N supports). `"auto"`: the
         smallest level count that keeps at most 64 carries. With `checkpoint=False` nothing is
         recomputed at any level. Part of the staging key, as every setting.
+    - `store`: the last `store` steps in loop order (with `reverse=True` the lowest indices:
+        the steps the backward pass reaches first) keep their residuals instead of recomputing
+        them: they run after the other `N - store` steps (which run as described above, in
+        chunks of k), not checkpointed, straight-line on accelerators (a plain loop on the
+        CPU's rolled layout). `store >= N` stores every step: with `checkpoint=False` and
+        `unroll=True` too, on accelerators that is the Python for-loop's program. Memory grows
+        with `store` from the checkpointed program's towards the for-loop's, recomputation
+        falls. A non-negative int.
 
     **Returns:**
 
@@ -191,10 +115,11 @@ def scan(
     step, so Python side effects in `f` run as often as under `jax.lax.scan`.
     """
     unroll = unroll if _unroll is None else _unroll
-    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
+    site = _override.call_site()
+    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
-    return _scan(f, init, xs, length, reverse, _split_transpose, settings)
+    return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site)
 
 
 def eqxi_scan(
@@ -207,6 +132,7 @@ def eqxi_scan(
     kind: Literal["lax", "checkpointed"],
     checkpoints: None | int | Literal["all"] = None,
     unroll: int | bool = 1,
+    store: int = 0,
 ) -> tuple[_Carry, _Y]:
     """As `equinox.internal.scan`, computed as chunks of `unroll` straight-line steps.
 
@@ -221,6 +147,8 @@ def eqxi_scan(
     - `checkpoints`: As `equinox.internal.scan`, counted in chunk boundaries: an int is capped
         at the number of chunks, `"all"` checkpoints every chunk, `None` lets equinox choose.
     - `unroll`: steps per chunk, as in `scan`.
+    - `store`: as in `scan`, with `kind="lax"`; `kind="checkpointed"` takes none (equinox's
+        loop decides what it keeps), and ignores an `override`'s.
 
     **Returns:**
 
@@ -230,7 +158,8 @@ def eqxi_scan(
     import equinox.internal as eqxi
 
     # `checkpoint` is what `kind="lax"` passes to `scan`; `kind="checkpointed"` ignores it.
-    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=True)
+    site = _override.call_site()
+    settings = _override.resolve(site, unroll=unroll, checkpoint=True, store=store)
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     check_unroll(settings["unroll"])
@@ -239,34 +168,7 @@ def eqxi_scan(
     is_int = isinstance(checkpoints, int) and not isinstance(checkpoints, bool)
     if not (checkpoints is None or checkpoints == "all" or is_int):
         raise ValueError(f"`checkpoints` must be None, an int or 'all', got {checkpoints!r}")
-    init, xs = jax.tree_util.tree_map(jnp.asarray, (init, xs))
-    if kind == "lax":
-        # equinox.internal.scan(kind="lax") is jax.lax.scan and ignores the other options.
-        return _scan(f, init, xs, length, False, False, settings)
-    n = scan_length(xs, length)
-    if n == 0:
-        return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
-    unroll = settings["unroll"]
-    layout = _chunks.layout()
-
-    def build(get_f):
-        def run(init, xs):
-            def outer(chunk, carry, chunked_xs, chunks):
-                outer_checkpoints = min(checkpoints, chunks) if is_int else checkpoints
-                return eqxi.scan(
-                    chunk, carry, chunked_xs, chunks, buffers=buffers, kind=kind, checkpoints=outer_checkpoints
-                )
-
-            n = scan_length(xs, length)
-            # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: no replay.
-            body = _trace.body(get_f(), init, xs, replay=buffers is None)
-            # No lone chunk: equinox's loop is what checkpoints, also around a single chunk.
-            k = chunk_size(unroll, n)
-            return _chunks.chunked(body, xs, n, k, False, outer, _chunks.identity, None, layout)
-
-        return run
-
-    key = ("eqxi_scan", length, kind, checkpoints, buffers, layout, *_settings_key(settings))
-    # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: not by structure.
-    by_structure = buffers is None
-    return _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=by_structure)(init, xs)
+    check_store(store)
+    if kind == "checkpointed" and store:
+        raise ValueError(f"`store` applies to kind='lax' only (equinox's loop decides what it keeps), got {store!r}")
+    return _call.eqxi_scan(f, init, xs, length, buffers, kind, checkpoints, settings, site)

@@ -21,8 +21,9 @@ class Layout(NamedTuple):
     `rolled_chunk`: a chunk's k steps are an inner `jax.lax.scan` instead of k straight-line
     copies of the step. `rolled_rest`: the `n % k` leftover steps are a `jax.lax.scan` of steps
     each checkpointed as a chunk is, instead of straight-line steps checkpointed together.
-    `fit_chunk`: rolled chunks as long as `_memory.rolled_chunk_size` picks for the requested
-    k (one that keeps no more memory and compiles faster), instead of k itself.
+    `fit_chunk`: chunks as long as `_plan.chunk_size` fits to the step for the requested k
+    (rolled: one that keeps no more memory and compiles faster; straight-line: one that keeps no
+    more memory than one step per chunk), instead of k itself.
     """
 
     rolled_chunk: bool
@@ -42,7 +43,7 @@ def layout() -> Layout:
     are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool
     (docs/limits.md). Rolled, the chunk size only trades carries for residuals, so it is
     fitted to the step (`fit_chunk`). Accelerators get the straight-line chunk that unrolling
-    is for.
+    is for, fitted too: no larger than what keeps no more memory than one step per chunk.
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
@@ -63,7 +64,7 @@ def identity(fn: Callable) -> Callable:
     return fn
 
 
-def _steps(step: Callable, size: int, reverse: bool, rolled: bool) -> Callable:
+def steps(step: Callable, size: int, reverse: bool, rolled: bool) -> Callable:
     """`size` consecutive steps: (carry, xs) -> (carry, stacked ys).
 
     Straight-line code, or with `rolled` one `jax.lax.scan` over them. One step is the step
@@ -104,7 +105,7 @@ def chunked(
     """
     chunks, rest = divmod(n, k)
     step = chunk_wrapper(body.step) if checkpoint_steps else body.step
-    chunk = _steps(step, k, reverse, steps_layout.rolled_chunk)
+    chunk = steps(step, k, reverse, steps_layout.rolled_chunk)
     if chunks == 1 and rest == 0 and lone_wrapper is not None:
         return lone_wrapper(chunk)(body.init, xs)
     if k == 1:
@@ -118,7 +119,7 @@ def chunked(
         step = chunk_wrapper(body.step)
         leftover = lambda carry, rest_xs: jax.lax.scan(step, carry, rest_xs, rest, reverse)
     else:
-        leftover = (lone_wrapper or identity)(_steps(body.step, rest, reverse, False))
+        leftover = (lone_wrapper or identity)(steps(body.step, rest, reverse, False))
     return in_blocks(
         body.init, xs, n, k, reverse, lambda carry, chunked_xs: outer(wrapped, carry, chunked_xs, chunks), leftover
     )

@@ -22,21 +22,27 @@ from scanrewrite.runtime import _override
 __all__ = ["linen_scan", "nnx_scan"]
 
 
-def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels: Any) -> Callable:
+def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels: Any, store: Any) -> Callable:
     """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with this call's settings
     (resolved when the loop is traced, where an `override` may be in force)."""
-    from scanrewrite.runtime import _scan
+    from scanrewrite.runtime import _call
     from scanrewrite.runtime._flax_absorb import absorb
 
     def scan(f, init, xs=None, length=None, reverse=False, unroll_=1, _split_transpose=False, **kwargs):
         # Flax passes its own `unroll` (by keyword): the rewrite's `unroll` is the one that counts.
         del unroll_, kwargs
-        settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels)
+        settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+        note = None
         if settings["checkpoint"] is not False and settings["unroll"] is not _override.ORIGINAL:
             f, policy = absorb(f, init, xs)
-            if policy is not None and settings["checkpoint"] is True:
-                settings = {**settings, "checkpoint": policy}
-        return _scan(f, init, xs, length, reverse, _split_transpose, settings)
+            if policy is not None:
+                note = f"a per-step remat inside Flax's step (policy {getattr(policy, '__name__', policy)}) is taken over"
+                if settings["checkpoint"] is True:
+                    settings = {**settings, "checkpoint": policy}
+                    note += " by the chunks"
+                else:
+                    note += "; the call's own checkpoint wins"
+        return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site, note)
 
     return scan
 
@@ -69,6 +75,7 @@ def nnx_scan(
     graph_updates: bool | None = _DEFAULT,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
+    store: int = 0,
 ) -> Any:
     """As `flax.nnx.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
 
@@ -78,8 +85,8 @@ def nnx_scan(
         `transform_metadata`, `graph`, `graph_updates`: As `flax.nnx.scan`, passed to it
         unchanged where given (so a Flax without `graph` works as long as it is not passed).
         Without `f`, a decorator, as `flax.nnx.scan(in_axes=...)` is.
-    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan`. `unroll` is the chunk
-        size; Flax's own loop is not unrolled.
+    - `unroll`, `checkpoint`, `levels`, `store`: As `scanrewrite.runtime.scan`. `unroll` is
+        the chunk size; Flax's own loop is not unrolled.
 
     **Returns:**
 
@@ -91,7 +98,7 @@ def nnx_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    module = shadow(iteration, _scan_for(site, unroll, checkpoint, levels))
+    module = shadow(iteration, _scan_for(site, unroll, checkpoint, levels, store))
     kwargs = _given(
         length=length, reverse=reverse, _split_transpose=_split_transpose, in_axes=in_axes, out_axes=out_axes,
         transform_metadata=transform_metadata, graph=graph, graph_updates=graph_updates,
@@ -119,6 +126,7 @@ def linen_scan(
     unroll: int | bool = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
+    store: int = 0,
 ) -> Any:
     """As `flax.linen.scan`, with the loop computed as checkpointed chunks of `unroll` steps.
 
@@ -128,9 +136,9 @@ def linen_scan(
         `in_axes`, `length`, `methods`, `data_transform`, ...), in its order: As
         `flax.linen.scan`, passed to it unchanged where given (so a Flax without
         `check_constancy_invariants` works as long as it is not passed).
-    - `unroll`, `checkpoint`, `levels`: As `scanrewrite.runtime.scan` (`unroll` is the chunk
-        size, not Flax's). `unroll` by position (`flax.linen.scan`'s tenth argument, `_unroll`)
-        wins over `unroll=`, as in `scan`.
+    - `unroll`, `checkpoint`, `levels`, `store`: As `scanrewrite.runtime.scan` (`unroll` is the
+        chunk size, not Flax's). `unroll` by position (`flax.linen.scan`'s tenth argument,
+        `_unroll`) wins over `unroll=`, as in `scan`.
 
     **Returns:**
 
@@ -144,7 +152,7 @@ def linen_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    scan = _scan_for(site, unroll if _unroll is None else _unroll, checkpoint, levels)
+    scan = _scan_for(site, unroll if _unroll is None else _unroll, checkpoint, levels, store)
     shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
     module = shadow(transforms, scan, {"lift": shadow_lift})
     kwargs = _given(

@@ -4,8 +4,8 @@
 `(i, val)` with no `xs` (which is why jax can reverse-differentiate it only then), and
 `jax.lax.map` is `jax.lax.scan` with an empty carry (with `batch_size`, a scan over batches,
 each a `jax.vmap` of `f`, and the last partial batch after it). Both are built here on the
-runtime's `_scan`, so they chunk, checkpoint, nest, stage, cache, override and tune as `scan`
-does, and compute what jax computes: the same scan body, the same carry, the same index.
+runtime's `_call.scan`, so they chunk, checkpoint, store, nest, stage, cache, override and tune
+as `scan` does, and compute what jax computes: the same scan body, the same carry, the same index.
 
 The scan body is the user's function bound, as `self`, to a `_Body`: `_staging` keys a bound
 method on its `self`, weakly, so the staged unit is cached on the user's function itself (as
@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from scanrewrite.runtime import _chunks, _levels, _override, _staging
+from scanrewrite.runtime import _call, _chunks, _levels, _override, _staging
 from scanrewrite.runtime._compat import typeof
 from scanrewrite.runtime._override import ORIGINAL
-from scanrewrite.runtime._validate import check_checkpoint, check_unroll, scan_length
+from scanrewrite.runtime._validate import check_checkpoint, check_store, check_unroll, scan_length
 
 __all__ = ["fori_loop", "map"]
 
@@ -73,10 +73,13 @@ def _batch_step(f: Callable, carry: tuple[()], xs: Any) -> tuple[tuple[()], Any]
     return carry, jax.vmap(f)(xs)
 
 
-def _check_settings(unroll: Any, checkpoint: Any, levels: Any, expected: str = "a bool or a non-negative int") -> None:
+def _check_settings(
+    unroll: Any, checkpoint: Any, levels: Any, store: Any, expected: str = "a bool or a non-negative int"
+) -> None:
     check_unroll(unroll, expected)
     check_checkpoint(checkpoint)
     _levels.check(levels)
+    check_store(store)
 
 
 def _static_bounds(lower: Any, upper: Any) -> tuple[int, int] | None:
@@ -110,6 +113,7 @@ def fori_loop(
     unroll: int | bool | None = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
+    store: int = 0,
 ) -> _Val:
     """As `jax.lax.fori_loop`; with bounds known at trace time, as `scan`'s chunked,
     checkpointed loop over the index range.
@@ -117,8 +121,8 @@ def fori_loop(
     **Arguments:**
 
     - `lower`, `upper`, `body_fun`, `init_val`: As `jax.lax.fori_loop`.
-    - `unroll`, `checkpoint`, `levels`: As `scan`, over the `upper - lower` steps (`None`,
-        jax's default, is `1`).
+    - `unroll`, `checkpoint`, `levels`, `store`: As `scan`, over the `upper - lower` steps
+        (`None`, jax's default, is `1`).
 
     **Returns:**
 
@@ -141,18 +145,17 @@ def fori_loop(
     if not callable(body_fun):
         raise TypeError(f"fori_loop: `body_fun` must be callable, got {body_fun!r}")
     unroll = 1 if unroll is None else unroll  # jax's default
-    _check_settings(unroll, checkpoint, levels, "None, a bool or a non-negative int")
+    _check_settings(unroll, checkpoint, levels, store, "None, a bool or a non-negative int")
     bounds = _static_bounds(lower, upper)
     if bounds is None or jax.config.jax_disable_jit:
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
-    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
+    site = _override.call_site()
+    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the loop the rewrite replaced
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
-    # In the package's `__init__`, which imports this module.
-    from scanrewrite.runtime import _scan
-
     first, steps = bounds
-    (_, result), _ = _scan(_bound(_fori_step, body_fun), (first, init_val), None, steps, False, False, settings)
+    step = _bound(_fori_step, body_fun)
+    (_, result), _ = _call.scan(step, (first, init_val), None, steps, False, False, settings, site)
     return result
 
 
@@ -164,6 +167,7 @@ def map(
     unroll: int | bool = 1,
     checkpoint: bool | Callable[..., Any] = True,
     levels: int | Literal["auto"] = 1,
+    store: int = 0,
 ) -> _Y:
     """As `jax.lax.map`, computed as `scan`'s chunked, checkpointed loop.
 
@@ -175,6 +179,7 @@ def map(
         after the loop; `0` is one `jax.vmap(f)` over all of `xs`.
     - `unroll`, `checkpoint`: As `scan`, with a step of the loop (one slice, or one batch) as
         its step.
+    - `store`: As `scan`, in steps of the loop.
     - `levels`: As `scan`. `map` has no carry, so nested blocks keep nothing that the chunks
         do not, and every level above 1 only adds a forward recomputation: leave it at 1.
 
@@ -192,17 +197,15 @@ def map(
         raise TypeError(f"map: `f` must be callable, got {f!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0):
         raise ValueError(f"`batch_size` must be None or a non-negative int, got {batch_size!r}")
-    _check_settings(unroll, checkpoint, levels)
+    _check_settings(unroll, checkpoint, levels, store)
     if jax.config.jax_disable_jit:
         return jax.lax.map(f, xs, batch_size=batch_size)
-    settings = _override.resolve(_override.call_site(), unroll=unroll, checkpoint=checkpoint, levels=levels)
+    site = _override.call_site()
+    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the map the rewrite replaced
         return jax.lax.map(f, xs, batch_size=batch_size)
-    # As in `fori_loop`.
-    from scanrewrite.runtime import _scan, _settings_key
-
     if batch_size is None:
-        return _scan(_bound(_map_step, f), (), xs, None, False, False, settings)[1]
+        return _call.scan(_bound(_map_step, f), (), xs, None, False, False, settings, site)[1]
     scan_length(xs, None)  # jax's checks of `xs`, in `scan`'s words
 
     def build(get_batch):
@@ -214,7 +217,7 @@ def map(
                 return batch((), xs)[1]
             head = batches * batch_size
             blocked = jax.tree_util.tree_map(lambda a: a[:head].reshape(batches, batch_size, *a.shape[1:]), xs)
-            ys = _scan(batch, (), blocked, None, False, False, settings)[1]
+            ys = _call.scan(batch, (), blocked, None, False, False, settings, site)[1]
             ys = jax.tree_util.tree_map(lambda y: y.reshape(head, *y.shape[2:]), ys)
             if head == n:
                 return ys
@@ -223,5 +226,6 @@ def map(
 
         return run
 
-    key = ("map", batch_size, _chunks.layout(), *_settings_key(settings))
+    # Every resolved setting is part of the key, as in a scan's `_plan.Request`.
+    key = ("map", batch_size, _chunks.layout(), *sorted(settings.items()))
     return _staging.staged(_bound(_batch_step, f), key, build)(xs)

@@ -177,8 +177,12 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
     return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
 
 
-def _one_level(levels: Any, chunks: int) -> bool:
+def one_level(levels: Any, chunks: int) -> bool:
+    """Whether `levels` over `chunks` chunks builds one level (no nesting)."""
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
+
+
+_one_level = one_level
 
 
 class Fit(NamedTuple):
@@ -234,3 +238,28 @@ def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
     if blocks:
         return Fit(min(blocks, key=lambda b: (kept_in_blocks(n, b, sizes), -b)), checkpoint_steps=True)
     return Fit(k)
+
+
+def kept_line(n: int, d: int, sizes: StepBytes) -> int:
+    """Bytes the backward pass keeps for `n` steps in checkpointed chunks of `d` straight-line
+    steps (the accelerators' layout): a carry per chunk and one entering the leftover steps (one
+    checkpointed block of fewer than d), and while it recomputes a chunk, d steps' residuals."""
+    return (n // d + (1 if n % d else 0)) * sizes.carry + d * sizes.residuals
+
+
+def line_chunk_size(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
+    """The straight-line chunks to build for a requested `k` (1 < k <= n) checkpointed as a
+    whole: k where `kept_line` says it keeps no more than one step per chunk
+    (`jax.lax.scan(jax.checkpoint(f))`, N carries and one step's residuals), else the largest
+    size below k that does (1 at least). Unrolling is what makes a chunk faster there, so the
+    largest size that fits is kept; the memory of per-step checkpointing is the bound, since
+    that is what a user gets from `jax.checkpoint` in one line.
+
+    Unlike the rolled fit, a size d > 1 keeps more residuals than one step, so where the lower
+    bound says d keeps no more, the true residuals may still keep more; where it says d keeps
+    more (big blocks, whose residuals are many carries), it certainly does, and 1 is built."""
+    limit = kept_line(n, 1, sizes)
+    for d in range(k, 1, -1):
+        if one_level(levels, n // d) and kept_line(n, d, sizes) <= limit:
+            return Fit(d)
+    return Fit(1)

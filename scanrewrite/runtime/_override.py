@@ -29,9 +29,9 @@ import jax
 
 from scanrewrite.runtime import _levels
 from scanrewrite.runtime._compat import make_user_context
-from scanrewrite.runtime._validate import check_checkpoint, check_unroll
+from scanrewrite.runtime._validate import check_checkpoint, check_store, check_unroll
 
-__all__ = ["ORIGINAL", "Call", "Site", "call_site", "override", "record_sites", "resolve"]
+__all__ = ["ORIGINAL", "Call", "Site", "Sites", "built", "building", "call_site", "override", "record_sites", "resolve"]
 
 
 class _Original:
@@ -168,8 +168,71 @@ _STATE = make_user_context(_State()) if make_user_context is not None else None
 _fallback_state = _State()
 _warned = False
 _tokens = itertools.count()
+
+
+class Sites(dict):
+    """What `record_sites` yields: each `Site` (in the order first seen) to its `Call`, and in
+    `plans` the plans the runtime built there (`_plan.Plan`, each once, in the order built)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plans: dict[Site, list[Any]] = {}
+        # The plans a staged program made, by its request and input types, for a later call
+        # that finds the program cached and makes none.
+        self._by_key: dict[Any, list[Any]] = {}
+
+    def _built(self, site: Site, key: Any, plans: list[Any], note: str | None) -> None:
+        try:
+            if plans:
+                self._by_key[key] = plans
+            else:
+                plans = self._by_key.get(key, [])
+        except TypeError:  # an unhashable setting: no lookup
+            pass
+        for plan in plans:
+            if note is not None:
+                plan = plan._replace(reasons=(note, *plan.reasons))
+            seen = self.plans.setdefault(site, [])
+            if plan not in seen:
+                seen.append(plan)
+
+    def report(self) -> str:
+        """One line per plan built: the site, the runtime function, what was built and why."""
+        lines = []
+        for site, plans in self.plans.items():
+            api = self[site].api if site in self else "scan"
+            lines.extend(f"{site}: {api}: {plan.describe()}" for plan in plans)
+        return "\n".join(lines)
+
+
 #: Open recordings, innermost last: each maps a site to its call.
-_recorders: list[dict[Site, Call]] = []
+_recorders: list[Sites] = []
+#: The plans made while a recorded call runs, innermost call last (`building`, `built`).
+_pending: list[list[Any]] = []
+
+
+def built(plan: Any) -> None:
+    """Report a plan the runtime is building (called where the program is traced)."""
+    if _pending:
+        _pending[-1].append(plan)
+
+
+@contextlib.contextmanager
+def building(site: Site | None, key: Any, note: str | None = None) -> Iterator[None]:
+    """Collect the plans built while a call at `site` runs, for every open recording. `key`
+    (the call's request and input types) finds the plan of a program already staged, which
+    makes none when called again; `note` is a reason to add (a checkpoint taken over in Flax)."""
+    if not _recorders or site is None:
+        yield
+        return
+    plans: list[Any] = []
+    _pending.append(plans)
+    try:
+        yield
+    finally:
+        _pending.pop()
+    for found in _recorders:
+        found._built(site, key, plans, note)
 
 
 def _current() -> _State:
@@ -210,6 +273,7 @@ def override(
     unroll: Any = _UNSET,
     checkpoint: Any = _UNSET,
     levels: Any = _UNSET,
+    store: Any = _UNSET,
     sites: None | Site | str | Iterable[Site | str | tuple[str, int]] = None,
 ) -> Iterator[None]:
     """Use other settings for rewritten calls traced (or run) inside this block.
@@ -223,6 +287,8 @@ def override(
         policy). `eqxi_scan` uses it with `kind="lax"` only.
     - `levels`: as `scanrewrite.runtime.scan`'s `levels` (an int >= 1 or `"auto"`).
         `eqxi_scan` takes no `levels` and ignores it.
+    - `store`: as `scanrewrite.runtime.scan`'s `store` (an int >= 0: the last steps whose
+        residuals are kept). `eqxi_scan` uses it with `kind="lax"` only.
     - `sites`: `None` for every rewritten call; else the calls to override, each a `Site`, a
         `"path:line"` string or a `(path, line)` pair, where the line is the first line of the
         call (the line `scanrewrite` reports; for a runtime function bound with
@@ -255,8 +321,11 @@ def override(
     if levels is not _UNSET:
         _levels.check(levels)
         settings.append(("levels", levels))
+    if store is not _UNSET:
+        check_store(store)
+        settings.append(("store", store))
     if not settings:
-        raise ValueError("override needs `unroll`, `checkpoint` or `levels`")
+        raise ValueError("override needs `unroll`, `checkpoint` or `levels` (or `store`)")
     if sites is None:
         named = None
     elif isinstance(sites, (str, Site)):
@@ -272,13 +341,23 @@ def override(
 def record_sites() -> Iterator[dict[Site, Call]]:
     """Collect the rewritten calls run or traced inside this block.
 
-    Yields a dict, filled as calls happen: each call's `Site` (in the order first seen) to a
-    `Call`: the runtime function called there and the settings the call itself wrote
-    (`unroll`, `checkpoint`, and except for `eqxi_scan` `levels`), before any override.
+    Yields a dict (a `Sites`), filled as calls happen: each call's `Site` (in the order first
+    seen) to a `Call`: the runtime function called there and the settings the call itself
+    wrote (`unroll`, `checkpoint`, except for `eqxi_scan` `levels`, and `store` where not 0),
+    before any override. Its `plans` holds, per site, what the runtime built there on this
+    device (`_plan.Plan`: program, chunk size, layout, checkpoint or policy, stored steps,
+    levels, staging, and why each), and `report()` says it in one line per plan:
+
+    ```python
+    with scanrewrite.runtime.record_sites() as sites:
+        jax.grad(loss)(params)
+    print(sites.report())
+    ```
+
     Jitted functions are traced again inside the block (it changes jax's jit cache key), so a
-    function compiled earlier still reports its sites.
+    function compiled earlier still reports its sites and plans.
     """
-    found: dict[Site, Call] = {}
+    found = Sites()
     state = _current()
     _recorders.append(found)
     try:
@@ -296,7 +375,9 @@ def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
     """
     if _recorders and site is not None:
         # The runtime function that called: `scan`, `eqxi_scan`, `fori_loop` or `map`.
-        call = Call(sys._getframe(1).f_code.co_name, dict(settings))
+        # `store` is recorded where the call keeps any (the settings most calls write).
+        written = {name: value for name, value in settings.items() if not (name == "store" and value == 0)}
+        call = Call(sys._getframe(1).f_code.co_name, written)
         for found in _recorders:
             found.setdefault(site, call)
     state = _current()

@@ -11,15 +11,15 @@ every static setting. A closure made anew on every call is cached by the structu
 traced jaxpr instead (`_by_structure`, `_structure`), or of the whole program's where that is
 one loop of it (`_whole_by_structure`).
 
-The cache key, built by the callers in `__init__`: a tuple of
-`(api, static arguments of the call..., Layout, *sorted(resolved settings.items()))`. The
-resolved settings are whatever `_override.resolve` returns, so a setting added there (and
-passed to `resolve` by the caller) is part of the key with no other change.
+The cache key is the call's `_plan.Request` (its API, static arguments, layout and every
+resolved setting), or for `map`'s batches a tuple of the same; which of the four ways below a
+call is staged (`Staging`) is decided in `_plan.request`, with its reason.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import types
 import weakref
@@ -43,6 +43,25 @@ MAX_STRUCTURES = 64
 _structures: collections.OrderedDict[Hashable, Callable] = collections.OrderedDict()
 #: The function (weakly) last staged for each code object, to tell a closure made anew.
 _staged_code: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
+
+
+class Staging(enum.Enum):
+    """How a call is staged. Every path caches the jitted program on `f` (weakly) where `f` can
+    be keyed; they differ in what happens to an `f` staged for this call only (one that cannot
+    be keyed, or a closure made anew, `_made_anew`):
+
+    - `CACHED`: a `jax.jit` of its own for this call (one trace and one compile).
+    - `ONCE_IN_PLACE`: the program traced where it is called, not staged.
+    - `ONCE_BY_STEP`: `f` traced first, its call staged by the structure of its jaxpr
+        (`_by_structure`).
+    - `ONCE_BY_PROGRAM`: the program (one loop of `f`) traced whole and staged by its
+        structure (`_whole_by_structure`).
+    """
+
+    CACHED = "cached on f"
+    ONCE_IN_PLACE = "cached on f, else traced in place"
+    ONCE_BY_STEP = "cached on f, else by the structure of its step"
+    ONCE_BY_PROGRAM = "cached on f, else by the structure of its program"
 
 
 def _is_array(leaf: Any) -> bool:
@@ -94,15 +113,7 @@ def _made_anew(f: Callable, owner: Any) -> bool:
     return seen is not None and seen() is not owner
 
 
-def staged(
-    f: Callable,
-    key: Hashable,
-    build: _Build,
-    *,
-    unstaged_once: bool = False,
-    by_structure: bool = False,
-    whole: bool = False,
-) -> Callable:
+def staged(f: Callable, key: Hashable, build: _Build, path: Staging = Staging.CACHED) -> Callable:
     """The jitted `build(get_f)`, cached on `f` (weakly) and `key`; uncached if it cannot be.
 
     `build` receives a function that returns `f` and must not hold `f` itself, so that the
@@ -112,23 +123,23 @@ def staged(
     holds arrays (an `equinox.Module` with array fields, a `functools.partial` of an array):
     those must not be baked into a cached program as constants.
 
-    With `unstaged_once`, an `f` that would be staged for this call only (one not cached, or
-    one made anew, `_made_anew`) gets `build(lambda: f)` itself, traced where it is called:
-    a jitted unit of its own would be traced and compiled for this one call, and outside
-    `jit` (under `vmap` or `grad` too) that compiles more than the loops alone do (XLA gets
-    the transformation's transposes and a differentiated `jit` besides; docs/benchmarks.md,
-    "Real test suites"). Inside `jit` both are the same program. With `by_structure` too, such
-    an `f` is traced first and its call staged by the structure of its jaxpr instead
-    (`_by_structure`): a closure made anew then reuses the program compiled for the one before.
-    `build` must then take any step that computes what `f` does (a `_trace.Replay`). With
-    `whole` too, `build` makes one loop of `f` (tracing `f` once, replaying it nowhere): the
-    program itself is traced and staged by structure instead (`_whole_by_structure`).
+    `path` says what an `f` staged for this call only (one not cached, or one made anew,
+    `_made_anew`) gets. Past `CACHED`, it gets no jitted unit of its own: that would be traced
+    and compiled for this one call, and outside `jit` (under `vmap` or `grad` too) that
+    compiles more than the loops alone do (XLA gets the transformation's transposes and a
+    differentiated `jit` besides; docs/benchmarks.md, "Real test suites"). Inside `jit` both
+    are the same program. `ONCE_IN_PLACE`: `build(lambda: f)` itself, traced where it is
+    called. `ONCE_BY_STEP`: `f` is traced first and its call staged by the structure of its
+    jaxpr (`_by_structure`), so a closure made anew reuses the program compiled for the one
+    before; `build` must then take any step that computes what `f` does (a `_trace.Replay`).
+    `ONCE_BY_PROGRAM`: `build` makes one loop of `f` (tracing `f` once, replaying it nowhere),
+    so the program itself is traced and staged by structure (`_whole_by_structure`).
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
-    if unstaged_once and (handle is None or _made_anew(f, handle[0])):
-        if by_structure and whole:
+    if path is not Staging.CACHED and (handle is None or _made_anew(f, handle[0])):
+        if path is Staging.ONCE_BY_PROGRAM:
             return lambda init, xs: _whole_by_structure(build(lambda: f), key, init, xs)
-        if by_structure:
+        if path is Staging.ONCE_BY_STEP:
             return lambda init, xs: _by_structure(f, key, build, init, xs)
         return build(lambda: f)
     if handle is not None:

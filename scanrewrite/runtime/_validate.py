@@ -64,6 +64,17 @@ def check_unroll(unroll: Any, expected: str = "a bool or a non-negative int") ->
         raise ValueError(f"`unroll` must be {expected}, got {unroll!r}")
 
 
+def check_store(store: Any) -> None:
+    """Raise a `ValueError` naming `store` unless it is an int >= 0 (not a bool)."""
+    if not isinstance(store, bool):
+        try:
+            if operator.index(store) >= 0:
+                return
+        except TypeError:
+            pass
+    raise ValueError(f"`store` must be a non-negative int (the steps whose residuals are kept), got {store!r}")
+
+
 def check_checkpoint(checkpoint: Any) -> None:
     if checkpoint is True or checkpoint is False or callable(checkpoint):
         return

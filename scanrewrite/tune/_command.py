@@ -15,7 +15,15 @@ import click
 
 from scanrewrite.files import display_path
 from scanrewrite.output import color_diff
-from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, Budget, TuneError, parse_levels, parse_policies
+from scanrewrite.tune._select import (
+    DEFAULT_KS,
+    DEFAULT_LEVELS,
+    Budget,
+    TuneError,
+    parse_levels,
+    parse_policies,
+    parse_stores,
+)
 
 if TYPE_CHECKING:
     from scanrewrite.runtime._override import Site
@@ -93,8 +101,13 @@ def _write_stdout(data: bytes) -> None:
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
               help="Untimed calls of each configuration before timing.")
 @click.option("--memory-budget", callback=_parsed(Budget.parse),
-              help="Limit on compiled temp memory: bytes ('2GiB', '500MB') or a fraction of lax.scan's "
-              "('0.5x', '50%').")
+              help="Limit on compiled temp memory: bytes ('12GiB', '500MB'), a fraction of lax.scan's "
+              "('0.5x', '50%') or of the device's memory ('0.8'). Then scan sites also try stored steps and "
+              "the for-loop's program, compiling only those predicted to fit and win.")
+@click.option("--stores", default="auto", show_default=True, callback=_parsed(parse_stores),
+              help="With --memory-budget: stored steps to try with each k, comma-separated, or 'auto' "
+              "(1 and a quarter, half and three quarters of each site's steps); '' tries none, nor the for-loop's "
+              "program.")
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
               "or jax.checkpoint_policies names.")
@@ -117,8 +130,8 @@ def _write_stdout(data: bytes) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
-def main(target, ks, repeats, warmup, memory_budget, policies, levels, keep_rewrites, rtol, atol, diff, write, check,
-         quiet, color) -> None:
+def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, rtol, atol, diff, write,
+         check, quiet, color) -> None:
     """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
     FACTORY's function traces, on this machine's default jax device, check that each
     configuration computes the original's numbers, and pick the fastest within the memory
@@ -133,7 +146,7 @@ def main(target, ks, repeats, warmup, memory_budget, policies, levels, keep_rewr
         raise click.UsageError("--write and --check cannot be used together")
     options = dict(
         ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
-        memory_budget=memory_budget, rtol=rtol, atol=atol,
+        memory_budget=memory_budget, stores="auto" if stores is None else stores, rtol=rtol, atol=atol,
     )
     sys.exit(_run(target, options, diff, write, check, quiet, color))
 
@@ -213,7 +226,10 @@ def _run(target, options, diff, write, check, quiet, color) -> int:
 def _off(pick, written) -> bool:
     """Whether writing `pick` changes the call (a checkpoint mode or levels is only ever a
     candidate where it differs from the written one)."""
-    return pick.original or pick.unroll != written.get("unroll") or pick.checkpoint is not None or pick.levels is not None
+    return (
+        pick.original or pick.unroll != written.get("unroll") or pick.checkpoint is not None or pick.levels is not None
+        or pick.store is not None
+    )
 
 
 def _plural(count: int, noun: str) -> str:

@@ -52,6 +52,8 @@ def applied(config: Config | str) -> Iterator[None]:
                     settings["checkpoint"] = _checkpoint_value(candidate.checkpoint)
                 if candidate.levels is not None:
                     settings["levels"] = candidate.levels
+                if candidate.store is not None:
+                    settings["store"] = candidate.store
                 stack.enter_context(override(sites=[site], **settings))
         yield
 
@@ -174,6 +176,11 @@ class Program:
             result.compile_s, result.temp_bytes = known.compile_s, known.temp_bytes
         self._compiled[config] = result
         return result
+
+    @property
+    def compiled_count(self) -> int:
+        """How many configurations were compiled (each once)."""
+        return len(self._compiled)
 
     def _verify(self, entry: Compiled, outputs: Any) -> None:
         """Compare the first outputs of `entry` with the original's."""

@@ -133,6 +133,11 @@ class TuneReport:
     tolerance: Tolerance = Tolerance()
     #: False if the whole program with every site at its pick computed other numbers.
     picks_agree: bool = True
+    #: The tuner's own wall time, seconds, and how many configurations it compiled and how
+    #: many candidates it left uncompiled (predicted over the budget, or beaten).
+    wall_s: float = 0.0
+    compiled: int = 0
+    not_compiled: int = 0
 
     @property
     def picks(self) -> dict[Site, Candidate]:
@@ -162,6 +167,9 @@ class TuneReport:
         baseline = self.whole[0]
         whole = ["whole program, every site at its pick, measured together", HEADER.format(what="configuration")]
         parts.append("\n".join(whole + [row.cells(baseline) for row in self.whole]))
+        if self.wall_s:
+            left = f", {self.not_compiled} candidates not compiled (predicted over the budget, or beaten)" if self.not_compiled else ""
+            parts.append(f"tuned in {self.wall_s:.1f} s: {self.compiled} programs compiled{left}")
         return "\n\n".join(parts)
 
     def __str__(self) -> str:

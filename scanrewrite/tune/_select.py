@@ -40,6 +40,10 @@ class Candidate:
     checkpoint: str | None = None
     #: None: as the call wrote it; else an int >= 1 or `"auto"`.
     levels: int | str | None = None
+    #: None: as the call wrote it (none stored); else the last steps whose residuals are kept
+    #: (`store=`). `unroll` = the scan's length with `checkpoint="none"` is the for-loop's
+    #: program (every step straight-line, nothing checkpointed).
+    store: int | None = None
 
     @property
     def original(self) -> bool:
@@ -57,6 +61,8 @@ class Candidate:
             parts.append(self.checkpoint)
         if self.levels is not None:
             parts.append(f"levels={self.levels}")
+        if self.store:
+            parts.append(f"store={self.store}")
         return ", ".join(parts)
 
 
@@ -94,6 +100,42 @@ def candidates(
         for k in ks
     ]
     return found + [ORIGINAL_SCAN] if original else found
+
+
+def spending(ks: Sequence[int], stores: Sequence[int], length: int | None) -> list[Candidate]:
+    """The candidates that spend memory for speed, tried under a memory budget at a `scan`
+    site of `length` steps: every k with each number of stored steps in `stores` below
+    `length` (the last steps' residuals kept instead of recomputed), and the for-loop's program
+    (`unroll=length, checkpoint=False`: every step straight-line, nothing recomputed, as if
+    every step were stored). No `stores`, no spending: neither."""
+    if not length or not stores:
+        return []
+    found = [Candidate(k, store=s) for s in dict.fromkeys(stores) if 0 < s < length for k in dict.fromkeys(ks) if k < length]
+    return found + [Candidate(length, "none")]
+
+
+def default_stores(length: int | None) -> tuple[int, ...]:
+    """The stored steps tried by default at a site of `length` steps: 1 (which measures one
+    step's residuals, for the prediction), and a quarter, half and three quarters of the steps."""
+    if not length or length < 2:
+        return ()
+    return tuple(sorted({1, *(max(round(length * f), 1) for f in (0.25, 0.5, 0.75))} - {length}))
+
+
+def parse_stores(text: str | Sequence[int]) -> tuple[int, ...] | None:
+    """The stored steps to try under a budget: positive ints, comma-separated in a string;
+    `"auto"` (None: `default_stores` of each site's length) or `""` (none)."""
+    if isinstance(text, str):
+        if text.strip() == "auto":
+            return None
+        values: list = [part.strip() for part in text.split(",") if part.strip()]
+        values = [int(v) if v.isdigit() else v for v in values]
+    else:
+        values = list(text)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TuneError(f"stored steps are positive ints or 'auto', got {value!r}")
+    return tuple(dict.fromkeys(values))
 
 
 def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
@@ -136,23 +178,28 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 @dataclass(frozen=True)
 class Budget:
-    """A memory budget for XLA's compiled temp memory: bytes, or a fraction of `lax.scan`'s."""
+    """A memory budget for XLA's compiled temp memory: bytes, a fraction of `lax.scan`'s, or a
+    fraction of the device's memory."""
 
     bytes: int | None = None
     fraction: float | None = None
+    #: A fraction of the device's memory (`memory_stats()["bytes_limit"]`).
+    device: float | None = None
 
     @classmethod
     def parse(cls, text: str | int | float | None) -> Budget | None:
-        """`"2GiB"`, `"512MB"`, `1000000` (bytes); `"0.5x"` or `"50%"` (of `lax.scan`'s)."""
+        """`"2GiB"`, `"512MB"`, `1000000` (bytes); `"0.5x"` or `"50%"` (of `lax.scan`'s); a
+        bare number up to 1, `"0.8"`, of the device's memory (less than a byte means nothing
+        else)."""
         if text is None:
             return None
         if isinstance(text, (int, float)) and not isinstance(text, bool):
             text = str(text)
         if not isinstance(text, str):
-            raise TuneError(f"a memory budget is bytes ('2GiB') or a fraction ('0.5x', '50%'), got {text!r}")
+            raise TuneError(f"{_BUDGET_FORMS}, got {text!r}")
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*(x|%|[a-z]*)\s*", text.lower())
         if match is None or match.group(2) not in (*_UNITS, "x", "%"):
-            raise TuneError(f"a memory budget is bytes ('2GiB') or a fraction ('0.5x', '50%'), got {text!r}")
+            raise TuneError(f"{_BUDGET_FORMS}, got {text!r}")
         number, unit = float(match.group(1)), match.group(2)
         if number <= 0:
             raise TuneError(f"a memory budget must be positive, got {text!r}")
@@ -160,12 +207,22 @@ class Budget:
             return cls(fraction=number)
         if unit == "%":
             return cls(fraction=number / 100)
+        if unit == "" and number <= 1:
+            return cls(device=number)
         return cls(bytes=int(number * _UNITS[unit]))
 
-    def limit(self, baseline_bytes: int | None) -> int | None:
-        """The budget in bytes, given `lax.scan`'s temp memory (None: unknown, no limit)."""
+    def limit(self, baseline_bytes: int | None, device_bytes: int | None = None) -> int | None:
+        """The budget in bytes, given `lax.scan`'s temp memory and the device's memory (None:
+        unknown, no limit)."""
         if self.bytes is not None:
             return self.bytes
+        if self.device is not None:
+            if device_bytes is None:
+                raise TuneError(
+                    f"a budget of {self.device:g} of the device's memory, but the device reports no memory "
+                    "size (the CPU does not): give bytes ('12GiB') or a fraction of lax.scan's ('0.5x')"
+                )
+            return math.floor(self.device * device_bytes)
         if baseline_bytes is None:
             return None
         return math.floor(self.fraction * baseline_bytes)
@@ -173,7 +230,12 @@ class Budget:
     def __str__(self) -> str:
         if self.bytes is not None:
             return f"{self.bytes} bytes"
+        if self.device is not None:
+            return f"{self.device:g} of the device's memory"
         return f"{self.fraction:g}x lax.scan's temp memory"
+
+
+_BUDGET_FORMS = "a memory budget is bytes ('2GiB'), a fraction of lax.scan's ('0.5x', '50%') or of the device's memory ('0.8')"
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import jax
 
+import scanrewrite.runtime
 from scanrewrite.runtime._override import Site
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
-from scanrewrite.tune._measure import BASELINE, Config, Program
+from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
+from scanrewrite.tune._predict import anchor, prune
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._select import (
     DEFAULT_KS,
@@ -23,9 +27,12 @@ from scanrewrite.tune._select import (
     TuneError,
     candidates,
     choose,
+    default_stores,
     parse_ks,
     parse_levels,
     parse_policies,
+    parse_stores,
+    spending,
 )
 from scanrewrite.tune._verify import Tolerance
 
@@ -56,6 +63,7 @@ def _written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
         not candidate.original
         and candidate.checkpoint is None
         and candidate.levels is None
+        and candidate.store is None
         and not isinstance(unroll, bool)
         and candidate.unroll == unroll
     )
@@ -93,6 +101,7 @@ def tune(
     repeats: int = 10,
     warmup: int = 1,
     memory_budget: str | int | float | Budget | None = None,
+    stores: str | Sequence[int] = "auto",
     rtol: float | None = None,
     atol: float | None = None,
     progress: Progress | None = None,
@@ -118,7 +127,14 @@ def tune(
     - `repeats`: timed calls of each configuration, interleaved across the configurations
         measured together, after `warmup` untimed calls of each.
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
-        (`"2GiB"`, an int), or a fraction of lax.scan's (`"0.5x"`, `"50%"`).
+        (`"2GiB"`, an int), a fraction of lax.scan's (`"0.5x"`, `"50%"`), or a bare number up
+        to 1 (`0.8`), a fraction of the device's memory. With a budget, `scan` sites also try
+        the programs that spend memory for speed: stored steps (`stores`, where the runtime
+        has `store`) and the for-loop's program (`unroll=N, checkpoint=False`); of those, only
+        the ones predicted to fit and win are compiled (`scanrewrite.tune._predict`).
+    - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
+        quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
+        the for-loop's program: nothing that spends memory.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
         float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
     - `progress`: told the number of steps, then each step (see `Progress`).
@@ -140,8 +156,10 @@ def tune(
     if two compilations of it as lax.scan compute different numbers (then nothing can be
     checked; the site is named where the jaxprs tell it).
     """
+    started = time.perf_counter()
     progress = progress or _Silent()
     ks = parse_ks(list(ks))
+    store_counts = parse_stores(stores)
     checkpoints = parse_policies(checkpoints)
     levels = parse_levels(levels)
     budget = memory_budget if isinstance(memory_budget, (Budget, type(None))) else Budget.parse(memory_budget)
@@ -164,7 +182,9 @@ def tune(
             "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
             "or map); rewrite its scans with `scanrewrite` first"
         )
-    lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels else {}
+    lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels or budget else {}
+    has_store = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
+    spend: dict[Site, list[Candidate]] = {}
     tried = {}
     for site, settings in found.items():
         options = calls[site].api != "eqxi_scan"  # it has neither checkpoint nor levels
@@ -178,7 +198,12 @@ def tune(
             original=not keep_rewrites,
             checkpointed=settings.get("checkpoint") is not False,
         )
-    total = 2 + sum(map(len, tried.values())) + (len(found) + 1) * repeats
+        if budget is not None and calls[site].api == "scan":
+            length = lengths.get(site)
+            counts = default_stores(length) if store_counts is None else store_counts
+            # Without `store` in the runtime, the for-loop's program alone (stored steps it cannot build).
+            spend[site] = [c for c in spending(ks, counts, length) if c not in tried[site] and (has_store or not c.store)]
+    total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
     first = program.warm_up([BASELINE, ()])
@@ -197,7 +222,8 @@ def tune(
         )
     program.compile(())
     progress.advance("as written")
-    limit = budget.limit(baseline.temp_bytes) if budget else None
+    stats = jax.devices()[0].memory_stats() or {}  # None on the CPU
+    limit = budget.limit(baseline.temp_bytes, stats.get("bytes_limit")) if budget else None
     picks: dict[Site, Candidate] = {}
     reports: dict[Site, SiteReport] = {}
     errors: dict[Site, list[tuple[Site, str]]] = {}
@@ -207,12 +233,36 @@ def tune(
         """One site's round: each candidate compiled with the other sites held at their picks
         (or as written), all timed interleaved with lax.scan at every site; the pick."""
         held = {other: picks[other] for other in found if other != site and other in picks}
-        compiled = []
-        for candidate in tried[site]:
-            config = _config({**held, site: candidate}, found)
-            compiled.append((candidate, program.compile(config)))
+        compiled: list[tuple[Candidate, Compiled]] = []
+
+        def compile_one(candidate: Candidate) -> Compiled:
+            result = program.compile(_config({**held, site: candidate}, found))
+            compiled.append((candidate, result))
             progress.advance(f"{os.path.basename(site.path)}:{site.line} {candidate}")
-        ok = [result for _, result in compiled if result.error is None]
+            return result
+
+        for candidate in tried[site]:
+            compile_one(candidate)
+        skipped: dict[Candidate, str] = {}
+        if spend.get(site) and limit is not None:
+            first = anchor(spend[site])
+            if first is not None:
+                compile_one(first)
+            measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
+            chosen, skipped = prune(spend[site], measured, lengths[site], limit)
+            for candidate in chosen:
+                compile_one(candidate)
+            for _ in skipped:
+                progress.advance(f"{os.path.basename(site.path)}:{site.line} predicted")
+            counts["skipped"] += len(skipped)
+        # A program that spends memory is timed only where it fits (straight-line programs
+        # over the budget may not even run), unless nothing does.
+        fits = any(r.error is None and r.temp_bytes is not None and r.temp_bytes <= limit for _, r in compiled) if limit else False
+        over = {
+            id(r) for c, r in compiled
+            if fits and c in spend.get(site, ()) and r.temp_bytes is not None and r.temp_bytes > limit
+        }  # fmt: skip
+        ok = [result for _, result in compiled if result.error is None and id(result) not in over]
         timings = program.time(
             [baseline, *ok], repeats, warmup,
             lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}"),
@@ -221,7 +271,11 @@ def tune(
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
         timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
         rows, options, errors[site], differing[site] = [], [], [], []
+        row_of: list[Row] = []  # the row of each option
         for candidate, result in compiled:
+            if id(result) in over:
+                rows.append(Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed"))
+                continue
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
             if error is not None:
@@ -238,15 +292,17 @@ def tune(
             elif error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
                 row.note = "over budget"
             rows.append(row)
+            row_of.append(row)
             options.append(
                 Option(
                     candidate, timing, result.temp_bytes, error, differs=row.differs, written=written, program=result.program
                 )
             )
+        rows += [Row(str(candidate), candidate, note=why) for candidate, why in skipped.items()]
         chosen, reason = choose(options, limit)
         if chosen is not None:
             picks[site] = chosen.candidate
-            rows[options.index(chosen)].note = "pick"
+            row_of[options.index(chosen)].note = "pick"
         base_row = Row(
             "lax.scan at every site", None, baseline.compile_s, baseline.temp_bytes, timings[0],
             comparison=baseline.comparison,
@@ -254,6 +310,7 @@ def tune(
         program.forget([BASELINE, (), _config(picks, found)])
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
+    counts = {"skipped": 0}
     for site, settings in found.items():
         reports[site] = tune_site(site, settings)
     # A site tuned early was held to the budget with the sites after it still as written; if
@@ -287,6 +344,7 @@ def tune(
         list(reports.values()), whole, budget, limit, repeats, warmup,
         f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
         differing_flat, program.tolerance, picks_agree=not whole[-1].differs,
+        wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=counts["skipped"],
     )
 
 

@@ -55,14 +55,14 @@ class FileChange:
 
 def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
     """For each file holding a picked site (in order of first site), the file with every
-    picked site's settings written (`unroll=`, and the checkpoint mode and `levels` where the
-    pick has them), and the sites where the original scan was picked reverted; laid out for
+    picked site's settings written (`unroll=`, and the checkpoint mode, `levels` and `store`
+    where the pick has them), and the sites where the original scan was picked reverted; laid out for
     the line length of the file's project (`[tool.ruff]`/`[tool.black]`, 88 by default)."""
     from scanrewrite.codemod import Settings, SourceError, write_picks
 
     by_file: dict[str, dict[int, Settings | None]] = {}
     for site, pick in picks.items():
-        settings = None if pick.original else Settings(pick.unroll, pick.checkpoint, pick.levels)
+        settings = None if pick.original else Settings(pick.unroll, pick.checkpoint, pick.levels, pick.store)
         by_file.setdefault(site.path, {})[site.line] = settings
     changes = []
     for path, lines in by_file.items():

@@ -1,0 +1,610 @@
+"""Step time against memory: every program between the for-loop and the checkpointed scan.
+
+For three shapes (a GPT-style stack of layers with their own parameters in bfloat16, the origin
+block shared by 12 applications in float32, a small GRU-like step over 1,024 steps) it compiles
+`jax.jit(jax.value_and_grad(loss))` with the loop written as each peer writes it, and reports
+per program: the median step time (interleaved runs), XLA's compiled temp memory
+(`compile().memory_analysis()`), compile time, and the largest relative difference of the
+loss and gradients from the reference (`lax.scan`, or `lax.scan(jax.checkpoint(f))` where
+`lax.scan` does not fit). A program the device cannot hold is a row that says so.
+
+The peers: `lax.scan`, `lax.scan(unroll=k)`, `lax.scan(jax.checkpoint(f))` with and without
+`unroll=k`, the Python for-loop and its per-step checkpointed form, hand-built stored points
+(the first N - s steps in `lax.scan(jax.checkpoint(f))`, the last s stored) and a per-step
+`jax.checkpoint(policy=dots_with_no_batch_dims_saveable)` in the for-loop. The runtime's
+programs (rows `runtime ...`): per-step checkpoints, chunks of k, a policy, `store=s` where the
+runtime has it, and the for-loop's program (`unroll=True, checkpoint=False`).
+
+The runtime's *pick* at a budget is its fastest program whose temp memory fits. The checks of
+issue 41 are printed as pass or fail, against the for-loop (memory m1, time t1) and
+`lax.scan(jax.checkpoint(f))` (m0, t0): at m1 the pick takes at most 1.02 t1; at m0 at most t0;
+at m0 + f (m1 - m0) for f = 1/4, 1/2, 3/4 at most the straight line t0 + f (t1 - t0) (on the
+GPT-style stack 3% under it at 1/2); never slower than t0 at a budget from m0 up; on the small
+step no slower than the best `lax.scan(jax.checkpoint(f), unroll=k)`; and the plain rewrite
+(`unroll=4`) neither slower nor larger than `lax.scan(jax.checkpoint(f))`. A check passes
+*within noise* where it misses by less than the larger half interquartile range of the two
+step times it compares.
+
+    python benchmarks/memory_curve.py                       # accelerator sizes, all three shapes
+    python benchmarks/memory_curve.py --shapes origin gru   # some of them
+    python benchmarks/memory_curve.py --smoke               # tiny, on the CPU in seconds
+    python benchmarks/memory_curve.py --json r.json --plot docs/img/memory_curve.png
+    python benchmarks/memory_curve.py --from-json r.json --plot docs/img/memory_curve.png
+
+Exits 1 if a program's results differ from the reference beyond the shape's tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import functools
+import inspect
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from _common import Progress, agreement_rtol, compile_lowered, lower_timed
+
+import scanrewrite.runtime
+
+DOTS = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+#: Whether the runtime keeps the residuals of its last `store` steps (issue 41's runtime side).
+HAS_STORE = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
+CHECKPOINTED = "lax.scan(jax.checkpoint(f))"
+FOR_LOOP = "for-loop"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A workload: `make(key)` gives (params, h0, xs); `step(params)(h, x) -> (h, y)`."""
+
+    name: str
+    title: str
+    n: int
+    ks: tuple[int, ...]
+    make: Callable[[Any], tuple[Any, Any, Any]]
+    step: Callable[[Any], Callable]
+    repeats: int
+    #: The stored steps of the hand-built points and of `store=`.
+    stores: tuple[int, ...]
+    #: Store the last steps straight-line (the for-loop's program) or as a rolled `lax.scan`.
+    stored_straight: bool = True
+    #: Whether to build the for-loop with a checkpoint, and with a policy, per step
+    #: (straight-line programs of N checkpointed steps: slow to compile where N is large).
+    straight_policies: bool = True
+    rtol: float | None = None
+    #: Whether the loop runs over the (stacked, per-layer) parameters as its `xs`.
+    params_as_xs: bool = False
+
+
+# --- the workloads --------------------------------------------------------------------------
+
+
+def _layer_norm(h, scale):
+    h32 = h.astype(jnp.float32)
+    mean = h32.mean(-1, keepdims=True)
+    var = ((h32 - mean) ** 2).mean(-1, keepdims=True)
+    return ((h32 - mean) * jax.lax.rsqrt(var + 1e-5)).astype(h.dtype) * scale
+
+
+def gpt_shape(layers: int, batch: int, seq: int, width: int, heads: int, repeats: int) -> Shape:
+    """Pre-LN blocks, each with its own parameters (scanned over as `xs`), multi-head causal
+    attention and a 4x MLP, in bfloat16."""
+    dtype = jnp.bfloat16
+
+    def make(key):
+        keys = jax.random.split(key, 5)
+        dense = lambda k, i, o: (jax.random.normal(k, (layers, i, o)) / math.sqrt(i)).astype(dtype)
+        params = {
+            "qkv": dense(keys[0], width, 3 * width),
+            "o": dense(keys[1], width, width),
+            "up": dense(keys[2], width, 4 * width),
+            "down": dense(keys[3], 4 * width, width),
+            "ln1": jnp.ones((layers, width), dtype),
+            "ln2": jnp.ones((layers, width), dtype),
+        }
+        h0 = jax.random.normal(keys[4], (batch, seq, width)).astype(dtype)
+        return params, h0, None
+
+    mask = jnp.tril(jnp.ones((seq, seq), bool))
+
+    def step(_params):
+        def block(h, p):
+            x = _layer_norm(h, p["ln1"])
+            q, k, v = jnp.split(x @ p["qkv"], 3, axis=-1)
+            split = lambda t: t.reshape(batch, seq, heads, width // heads)
+            q, k, v = split(q), split(k), split(v)
+            scores = jnp.einsum("bshd,bthd->bhst", q, k) / math.sqrt(width // heads)
+            scores = jnp.where(mask, scores.astype(jnp.float32), -1e30)
+            attn = jax.nn.softmax(scores, axis=-1).astype(dtype)
+            mixed = jnp.einsum("bhst,bthd->bshd", attn, v).reshape(batch, seq, width)
+            h = h + mixed @ p["o"]
+            x = _layer_norm(h, p["ln2"])
+            return h + jax.nn.gelu(x @ p["up"]) @ p["down"], None
+
+        return block
+
+    title = f"GPT-style stack: {layers} layers, batch {batch}, seq {seq}, width {width}, {heads} heads, bfloat16"
+    quarter = max(layers // 4, 1)
+    stores = tuple(sorted({quarter, max(layers // 2, 1), max(layers - quarter, 1)}))
+    return Shape("gpt", title, layers, (2, 4), make, step, repeats, stores, rtol=5e-2, params_as_xs=True)
+
+
+def origin_shape(n: int, batch: int, seq: int, width: int, repeats: int) -> Shape:
+    """`ut_scan.py`'s block, its parameters shared by the n applications, in float32."""
+    from ut_scan import block, init_params
+
+    def make(key):
+        params = init_params(key, width)
+        return params, jax.random.normal(jax.random.fold_in(key, 1), (batch, seq, width)), None
+
+    step = lambda params: lambda h, _: (block(params, h), None)
+    title = f"origin block: shared, applied {n} times, batch {batch}, seq {seq}, width {width}, float32"
+    quarter = max(n // 4, 1)
+    stores = tuple(sorted({quarter, max(n // 2, 1), max(n - quarter, 1)}))
+    return Shape("origin", title, n, (2, 3, 4), make, step, repeats, stores)
+
+
+def gru_shape(n: int, batch: int, hidden: int, inputs: int, repeats: int) -> Shape:
+    """A GRU-like cell over n steps of inputs: small steps, where the loop's overhead shows."""
+
+    def make(key):
+        keys = jax.random.split(key, 4)
+        dense = lambda k, i, o: jax.random.normal(k, (i, o)) / math.sqrt(i)
+        params = {"x": dense(keys[0], inputs, 3 * hidden), "h": dense(keys[1], hidden, 3 * hidden),
+                  "b": jnp.zeros(3 * hidden)}  # fmt: skip
+        xs = jax.random.normal(keys[2], (n, batch, inputs))
+        return params, jax.random.normal(keys[3], (batch, hidden)), xs
+
+    def step(params):
+        def cell(h, x):
+            gx, gh = x @ params["x"] + params["b"], h @ params["h"]
+            z = jax.nn.sigmoid(gx[:, :hidden] + gh[:, :hidden])
+            r = jax.nn.sigmoid(gx[:, hidden : 2 * hidden] + gh[:, hidden : 2 * hidden])
+            c = jnp.tanh(gx[:, 2 * hidden :] + r * gh[:, 2 * hidden :])
+            h = (1 - z) * h + z * c
+            return h, h[:, :4]
+
+        return cell
+
+    title = f"GRU-like cell: {n} steps, batch {batch}, hidden {hidden}, inputs {inputs}, float32"
+    # Few: on an accelerator stored steps are straight-line code, and hundreds of them compile
+    # for minutes.
+    stores = tuple(sorted({max(n // 64, 1), max(n // 16, 1), max(n // 4, 1)}))
+    return Shape("gru", title, n, (2, 4, 8, 16), make, step, repeats, stores, stored_straight=False,
+                 straight_policies=False)  # fmt: skip
+
+
+SHAPES = {
+    "gpt": lambda: gpt_shape(16, 8, 1024, 1024, 16, repeats=8),
+    "origin": lambda: origin_shape(12, 16, 512, 512, repeats=10),
+    "gru": lambda: gru_shape(1024, 16, 128, 64, repeats=10),
+}
+# Two steps, one k and one stored step each: the same path, a few dozen tiny compiles.
+SMOKE = {
+    "gpt": lambda: dataclasses.replace(gpt_shape(2, 1, 4, 8, 2, repeats=2), ks=(2,), stores=(1,)),
+    "origin": lambda: dataclasses.replace(origin_shape(2, 1, 4, 8, repeats=2), ks=(2,), stores=(1,)),
+    "gru": lambda: dataclasses.replace(gru_shape(2, 1, 4, 4, repeats=2), ks=(2,), stores=(1,)),
+}
+
+
+# --- the programs -----------------------------------------------------------------------------
+
+
+def _split(xs, at: int):
+    if xs is None:
+        return None, None
+    return jax.tree_util.tree_map(lambda x: x[:at], xs), jax.tree_util.tree_map(lambda x: x[at:], xs)
+
+
+def _for_loop(step, h, xs, n):
+    ys = []
+    for i in range(n):
+        h, y = step(h, None if xs is None else jax.tree_util.tree_map(lambda x, i=i: x[i], xs))
+        ys.append(y)
+    return h, None if ys[0] is None else jax.tree_util.tree_map(lambda *y: jnp.stack(y), *ys)
+
+
+def _concat(first, second):
+    if first is None:
+        return None
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), first, second)
+
+
+def variants(shape: Shape) -> dict[str, Callable]:
+    """name -> loop(step, h, xs) -> (h, ys): the peers, then the runtime's programs."""
+    n = shape.n
+    scan = lambda step, h, xs, **kw: jax.lax.scan(step, h, xs, length=n, **kw)
+    runtime = lambda step, h, xs, **kw: scanrewrite.runtime.scan(step, h, xs, length=n, **kw)
+    found: dict[str, Callable] = {"lax.scan": scan}
+    found |= {f"lax.scan(unroll={k})": functools.partial(scan, unroll=k) for k in shape.ks}
+    found[CHECKPOINTED] = lambda step, h, xs: scan(jax.checkpoint(step), h, xs)
+    for k in shape.ks:
+        found[f"lax.scan(jax.checkpoint(f), unroll={k})"] = lambda step, h, xs, k=k: scan(jax.checkpoint(step), h, xs, unroll=k)
+    found[FOR_LOOP] = lambda step, h, xs: _for_loop(step, h, xs, n)
+    if shape.straight_policies:
+        found["for-loop, jax.checkpoint per step"] = lambda step, h, xs: _for_loop(jax.checkpoint(step), h, xs, n)
+        found["for-loop, dots policy per step"] = lambda step, h, xs: _for_loop(jax.checkpoint(step, policy=DOTS), h, xs, n)
+
+    def stored(step, h, xs, s):
+        head, tail = _split(xs, n - s)
+        h, ys_head = jax.lax.scan(jax.checkpoint(step), h, head, length=n - s)
+        if shape.stored_straight:
+            h, ys_tail = _for_loop(step, h, tail, s)
+        else:
+            h, ys_tail = jax.lax.scan(step, h, tail, length=s)
+        return h, _concat(ys_head, ys_tail)
+
+    for s in shape.stores:
+        found[f"hand-built: checkpoint {n - s}, store last {s}"] = functools.partial(stored, s=s)
+    found["runtime k=1"] = functools.partial(runtime, unroll=1)
+    found |= {f"runtime k={k}": functools.partial(runtime, unroll=k) for k in shape.ks}
+    found["runtime k=1, dots policy"] = functools.partial(runtime, unroll=1, checkpoint=DOTS)
+    if HAS_STORE:
+        found |= {f"runtime store={s}": functools.partial(runtime, unroll=1, store=s) for s in shape.stores}
+    found["runtime unroll=True, checkpoint=False"] = functools.partial(runtime, unroll=True, checkpoint=False)
+    return found
+
+
+def _is_oom(error: BaseException) -> bool:
+    text = str(error)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def measure(
+    shape: Shape, threads: int, progress: Progress | None = None, save: Callable[[dict], None] = lambda rows: None
+) -> dict[str, dict]:
+    """name -> {temp, compile, time, noise, diff} or {error}, for every variant of `shape`;
+    `save` is handed the rows once compiled, so that a run cut short keeps them."""
+    params, h0, xs = shape.make(jax.random.PRNGKey(0))
+
+    def grad_step(loop):
+        def loss(params, h0, xs):
+            h, ys = loop(shape.step(params), h0, params if shape.params_as_xs else xs)
+            total = jnp.mean(h.astype(jnp.float32) ** 2)
+            return total if ys is None else total + jnp.mean(ys.astype(jnp.float32) ** 2)
+
+        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+
+    found = variants(shape)
+    rows: dict[str, dict] = {}
+    compiled = {}
+    with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
+        futures = {}
+        for name, loop in found.items():  # traced here, compiled `threads` at a time
+            try:
+                futures[name] = pool.submit(compile_lowered, *lower_timed(grad_step(loop), params, h0, xs))
+            except Exception as error:  # noqa: BLE001 - a row that says why, the others go on
+                rows[name] = {"error": _reason(error)}
+        for name in found:
+            if name in rows:
+                if progress:
+                    progress.step(f"{shape.name}: {name}")
+                continue
+            try:
+                compiled[name], seconds, temp = futures[name].result()
+                rows[name] = {"compile": seconds, "temp": temp}
+            except Exception as error:  # noqa: BLE001
+                rows[name] = {"error": _reason(error)}
+            if progress:
+                progress.step(f"{shape.name}: {name}")
+    save(rows)
+    args = (params, h0, xs)
+    # Compared on the device, leaf by leaf, so that no gradient of a large model is copied to
+    # the host (in float64 that took minutes on the GPT-style stack).
+    reference, reference_out = None, None
+    for name in ("lax.scan", CHECKPOINTED, FOR_LOOP, *compiled):
+        if name in compiled:
+            try:
+                reference_out = jax.block_until_ready(compiled[name](*args))
+                reference = name
+                break
+            except Exception as error:  # noqa: BLE001 - compiled but the device cannot run it
+                rows[name] = {"error": _reason(error)}
+                del compiled[name]
+    for name in list(compiled):
+        try:
+            out = reference_out if name == reference else jax.block_until_ready(compiled[name](*args))
+        except Exception as error:  # noqa: BLE001
+            rows[name] = {"error": _reason(error)}
+            del compiled[name]
+            continue
+        rows[name]["diff"] = float(_rel_diff(out, reference_out))
+        rows[name]["reference"] = reference
+        del out
+    del reference_out
+
+    def timed(round_: int) -> None:
+        if progress:
+            progress.step(f"{shape.name}: timing round {round_ + 1}")
+
+    times = _interleaved(compiled, args, shape.repeats, rows, timed)
+    for name, values in times.items():
+        if values:
+            rows[name]["time"] = statistics.median(values)
+            rows[name]["noise"] = _half_iqr(values)
+    return rows
+
+
+@jax.jit
+def _rel_diff(actual, expected):
+    """`_common.max_rel_diff` on the device, in float32 (infinite on a NaN)."""
+    worst = jnp.float32(0)
+    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True):
+        a, e = a.astype(jnp.float32), e.astype(jnp.float32)
+        diff = jnp.max(jnp.abs(a - e)) / (jnp.max(jnp.abs(e)) + 1e-30)
+        worst = jnp.maximum(worst, jnp.where(jnp.isnan(a).any(), jnp.inf, diff))
+    return worst
+
+
+def _interleaved(compiled: dict, args: tuple, repeats: int, rows: dict, after_round) -> dict[str, list[float]]:
+    """`_common.interleaved_times`, but a variant whose run fails is dropped and its row says why."""
+    times: dict[str, list[float]] = {name: [] for name in compiled}
+    for repeat in range(repeats):
+        for name, fn in compiled.items():
+            if "error" in rows[name]:
+                continue
+            start = time.perf_counter()
+            try:
+                jax.block_until_ready(fn(*args))
+            except Exception as error:  # noqa: BLE001
+                rows[name] = {"error": _reason(error)}
+                continue
+            times[name].append(time.perf_counter() - start)
+        after_round(repeat)
+    return times
+
+
+def _reason(error: BaseException) -> str:
+    if _is_oom(error):
+        return "does not fit: " + str(error).strip().splitlines()[0][:100]
+    return f"failed: {type(error).__name__}: {str(error).strip().splitlines()[0][:100] if str(error).strip() else ''}"
+
+
+def _half_iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / 2
+
+
+# --- the curve and its checks -------------------------------------------------------------
+
+
+def runtime_rows(rows: dict[str, dict]) -> dict[str, dict]:
+    return {name: row for name, row in rows.items() if name.startswith("runtime") and "time" in row}
+
+
+#: A program within this fraction of a budget counts as fitting it (XLA's temp memory moves by
+#: a few hundred bytes between programs that keep the same arrays).
+SLACK = 0.005
+
+
+def pick(rows: dict[str, dict], budget: float) -> tuple[str, dict] | None:
+    """The runtime's fastest program whose temp memory fits `budget` bytes (within `SLACK`)."""
+    fits = [(name, row) for name, row in runtime_rows(rows).items() if row["temp"] <= budget * (1 + SLACK)]
+    return min(fits, key=lambda item: item[1]["time"]) if fits else None
+
+
+def frontier(rows: dict[str, dict]) -> list[tuple[str, dict]]:
+    """The runtime's picks, as memory grows: each program that is faster than every smaller one."""
+    found, best = [], math.inf
+    for name, row in sorted(runtime_rows(rows).items(), key=lambda item: (item[1]["temp"], item[1]["time"])):
+        if row["time"] < best:
+            found.append((name, row))
+            best = row["time"]
+    return found
+
+
+@dataclasses.dataclass
+class Check:
+    what: str
+    got: float | None  # the pick's step time, seconds
+    limit: float | None  # the largest that passes, seconds
+    noise: float = 0.0
+    picked: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.picked == "nothing fits":
+            return "FAIL"  # the runtime has no program at that memory
+        if self.got is None or self.limit is None:
+            return "n/a"
+        if self.got <= self.limit:
+            return "pass"
+        return "pass within noise" if self.got <= self.limit + self.noise else "FAIL"
+
+
+def checks(shape: Shape, rows: dict[str, dict]) -> list[Check]:
+    """Issue 41's checks on the runtime's picks (see the module's docstring)."""
+    found = []
+    ok = lambda name: name in rows and "time" in rows[name]
+    if not ok(CHECKPOINTED):
+        return [Check(f"{CHECKPOINTED} ran", None, None)]
+    t0, m0, n0 = rows[CHECKPOINTED]["time"], rows[CHECKPOINTED]["temp"], rows[CHECKPOINTED]["noise"]
+
+    def at(budget: float, limit: float, what: str, noise: float) -> Check:
+        chosen = pick(rows, budget)
+        if chosen is None:
+            return Check(what, None, limit, noise, "nothing fits")
+        name, row = chosen
+        return Check(what, row["time"], limit, max(noise, row["noise"]), name)
+
+    if ok(FOR_LOOP):
+        t1, m1, n1 = rows[FOR_LOOP]["time"], rows[FOR_LOOP]["temp"], rows[FOR_LOOP]["noise"]
+        found.append(at(m1, 1.02 * t1, "at the for-loop's memory: <= 1.02x its time", n1))
+    found.append(at(m0, t0, f"at {CHECKPOINTED}'s memory: <= 1.00x its time", n0))
+    if ok(FOR_LOOP) and m1 > m0:
+        for fraction in (0.25, 0.5, 0.75):
+            line = t0 + fraction * (t1 - t0)
+            budget = m0 + fraction * (m1 - m0)
+            what = f"at {fraction:g} of the way to the for-loop's memory: at or below the line"
+            found.append(at(budget, line, what, max(n0, n1)))
+            if shape.name == "gpt" and fraction == 0.5:
+                found.append(at(budget, 0.97 * line, "GPT-style stack, half-way: >= 3% below the line", max(n0, n1)))
+    found.append(_never_slower(rows, m0, t0, n0))
+    unrolled = [name for name in rows if name.startswith("lax.scan(jax.checkpoint(f)") and ok(name)]
+    if shape.name == "gru" and unrolled:
+        best = min(unrolled, key=lambda name: rows[name]["time"])
+        row = rows[best]
+        found.append(at(row["temp"], row["time"], f"small steps: no slower than the best, {best}", row["noise"]))
+    if ok("runtime k=4"):
+        row = rows["runtime k=4"]
+        larger = row["temp"] > m0 * (1 + SLACK)
+        check = Check(f"plain rewrite unroll=4: no slower than {CHECKPOINTED} (and no larger)", row["time"], t0,
+                      max(n0, row["noise"]), "runtime k=4" + (f", LARGER: {row['temp'] / m0:.2f}x the memory" if larger else ""))  # fmt: skip
+        if larger:
+            check.limit = -1.0  # fails whatever the time
+        found.append(check)
+    return found
+
+
+def _never_slower(rows: dict, m0: float, t0: float, noise: float) -> Check:
+    """Slower than `lax.scan(jax.checkpoint(f))` at some budget from its memory up: the picks get
+    only faster as the budget grows, so the worst is at its own memory."""
+    chosen = pick(rows, m0)
+    what = f"at no budget from {CHECKPOINTED}'s memory up slower than it"
+    if chosen is None:
+        return Check(what, None, t0, noise, "nothing fits")
+    return Check(what, chosen[1]["time"], t0, max(noise, chosen[1]["noise"]), chosen[0])
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def table(shape: Shape, rows: dict[str, dict], threads: int) -> str:
+    """The Markdown table: every program, with ratios to the checkpointed scan and the for-loop."""
+    rtol = shape.rtol or agreement_rtol()
+    ck, loop = rows.get(CHECKPOINTED, {}), rows.get(FOR_LOOP, {})
+    ratio = lambda a, b: f"{a / b:.2f}" if a is not None and b else "-"
+    compile_note = f", {threads} at a time" if threads > 1 else ""
+    lines = [
+        f"*{shape.title}: `value_and_grad` under `jit`, median of {shape.repeats} interleaved runs*",
+        "",
+        f"| program | step (ms) | vs ckpt | vs for-loop | temp memory (MiB) | vs ckpt | vs for-loop | compile (s{compile_note}) | agrees |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, row in rows.items():
+        if "error" in row:
+            lines.append(f"| {name} | {row['error']} | | | | | | | |")
+            continue
+        t, m = row.get("time"), row["temp"]
+        agree = "yes" if row["diff"] <= rtol else "NO"
+        lines.append(
+            f"| {name} | {t * 1e3:.1f} ±{row['noise'] * 1e3:.1f} | {ratio(t, ck.get('time'))} | {ratio(t, loop.get('time'))} "
+            f"| {m / 2**20:.1f} | {ratio(m, ck.get('temp'))} | {ratio(m, loop.get('temp'))} | {row['compile']:.1f} "
+            f"| {agree} ({row['diff']:.0e}) |"
+        )
+    reference = next((row["reference"] for row in rows.values() if "reference" in row), None)
+    lines += ["", f"(Agreement: largest relative difference of loss and gradients from `{reference}`, at most {rtol:g}.)"]
+    lines += ["", "Picks (the runtime's fastest program within each budget): "
+              + ", ".join(f"{row['temp'] / 2**20:.0f} MiB {name} ({row['time'] * 1e3:.1f} ms)" for name, row in frontier(rows))]  # fmt: skip
+    lines += ["", "| check | pick | its step (ms) | limit (ms) | |", "| --- | --- | ---: | ---: | --- |"]
+    for check in checks(shape, rows):
+        got = "-" if check.got is None else f"{check.got * 1e3:.1f}"
+        limit = "-" if check.limit is None or check.limit < 0 else f"{check.limit * 1e3:.1f}"
+        lines.append(f"| {check.what} | {check.picked} | {got} | {limit} | {check.verdict} |")
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, dict], path: str, caption: str) -> None:
+    """Step time against temp memory, one panel per shape: every program a point, the runtime's
+    picks a line, the checkpointed scan's and the for-loop's memory as vertical lines."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from _common import figure
+
+    fig, axes = figure(len(results))
+    for ax, (title, rows) in zip(axes, results.items()):
+        for name, row in rows.items():
+            if "time" not in row:
+                continue
+            runtime = name.startswith("runtime")
+            ax.plot(row["temp"] / 2**30, row["time"] * 1e3, "o" if runtime else "s",
+                    color="black" if runtime else "tab:blue", markersize=4 if runtime else 5, alpha=0.8)  # fmt: skip
+            ax.annotate(name.replace("lax.scan", "scan").replace("jax.checkpoint", "ckpt"), (row["temp"] / 2**30, row["time"] * 1e3),
+                        fontsize=5, xytext=(3, 2), textcoords="offset points")  # fmt: skip
+        line = frontier(rows)
+        if line:
+            xs, ys = [], []
+            for _, row in line:  # a staircase: a pick holds until a faster one fits
+                if ys:
+                    xs.append(row["temp"] / 2**30)
+                    ys.append(ys[-1])
+                xs.append(row["temp"] / 2**30)
+                ys.append(row["time"] * 1e3)
+            ax.plot(xs, ys, "-", color="black", linewidth=1.2, label="runtime's pick at each budget")
+        for name, style in ((CHECKPOINTED, "--"), (FOR_LOOP, ":")):
+            if name in rows and "temp" in rows[name]:
+                ax.axvline(rows[name]["temp"] / 2**30, linestyle=style, color="grey", linewidth=0.8, label=f"{name}'s memory")
+        if CHECKPOINTED in rows and FOR_LOOP in rows and "time" in rows[CHECKPOINTED] and "time" in rows[FOR_LOOP]:
+            a, b = rows[CHECKPOINTED], rows[FOR_LOOP]
+            ax.plot([a["temp"] / 2**30, b["temp"] / 2**30], [a["time"] * 1e3, b["time"] * 1e3], color="tab:red",
+                    linewidth=0.8, label="straight line between them")  # fmt: skip
+        ax.set(xlabel="compiled temp memory (GiB)", ylabel="step time (ms)", title=title)
+        ax.title.set_fontsize(7)
+        ax.legend(fontsize=5)
+    fig.suptitle(caption, fontsize=8)
+    fig.savefig(path, dpi=130)
+    print(f"plot written to {path}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the CPU, in seconds)")
+    parser.add_argument("--repeats", type=int, help="timed runs per program (default: the shape's)")
+    parser.add_argument("--compile-threads", type=int, default=4, help="compile this many programs at a time")
+    parser.add_argument("--json", help="also write every number to this file")
+    parser.add_argument("--plot", help="also draw the figure to this image file (needs matplotlib)")
+    parser.add_argument("--from-json", help="measure nothing: print the tables and draw the figure of this file")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as file:
+            saved = json.load(file)
+        results = {title: rows for title, rows in saved["results"].items()}
+        for title, rows in results.items():
+            shape = next((make() for make in SHAPES.values() if make().title == title), None)
+            if shape is not None:
+                print(f"## {shape.name}\n\n{table(shape, rows, args.compile_threads)}\n")
+        if args.plot:
+            plot(results, args.plot, saved["caption"])
+        return 0
+    device = jax.devices()[0]
+    shapes = [(SMOKE if args.smoke else SHAPES)[name]() for name in args.shapes]
+    if args.repeats:
+        shapes = [dataclasses.replace(shape, repeats=args.repeats) for shape in shapes]
+    caption = f"benchmarks/memory_curve.py on {device.platform} ({device.device_kind}), jax {jax.__version__}"
+    print(f"{caption}; the runtime {'has' if HAS_STORE else 'has no'} `store=`\n")
+    progress = Progress(sum(len(variants(shape)) + shape.repeats for shape in shapes))
+    results, agree = {}, True
+    def save(rows: dict | None = None, shape: Shape | None = None) -> None:
+        if rows is not None:
+            results[shape.title] = rows
+        if args.json:  # after each step, so that a run cut short keeps what it measured
+            with open(args.json, "w") as file:
+                json.dump({"caption": caption, "results": results}, file, indent=1)
+
+    for shape in shapes:
+        start = time.perf_counter()
+        rows = measure(shape, args.compile_threads, progress, functools.partial(save, shape=shape))
+        save(rows, shape)
+        print(f"## {shape.name}\n\n{table(shape, rows, args.compile_threads)}\n")
+        print(f"({shape.name}: {time.perf_counter() - start:.0f} s in all)\n", flush=True)
+        rtol = shape.rtol or agreement_rtol()
+        agree &= all(row["diff"] <= rtol for row in rows.values() if "diff" in row)
+    if args.plot:
+        plot(results, args.plot, caption)
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    raise SystemExit(main())

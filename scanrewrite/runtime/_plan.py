@@ -1,0 +1,252 @@
+"""One plan per runtime call: what its program will be, decided before any of it is built, and why.
+
+A call is planned in two steps. `request` reads the call (its settings, resolved for its site,
+the layout of the backend, what can differentiate its inputs) into a `Request`: everything the
+staging needs, and the staging key itself. Once the staged function has traced the step (the
+chunk size is fitted to the step's carry and residuals, which only its jaxpr tells), `make`
+decides the rest into a `Plan`: how many steps run where, in chunks of what size, checkpointed
+how, at how many levels, and a reason for each choice. `_program` then builds exactly the plan.
+
+The chunk size is decided in one place, `chunk_size`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+from scanrewrite.runtime import _levels, _memory, _trace
+from scanrewrite.runtime._chunks import Layout
+from scanrewrite.runtime._staging import Staging
+from scanrewrite.runtime._validate import chunk_size as requested_chunk_size
+
+__all__ = ["Plan", "Program", "Request", "chunk_size", "loop_plan", "make", "request"]
+
+
+class Request(NamedTuple):
+    """What a call asks for: its API, static arguments, backend layout and resolved settings.
+
+    Hashable wherever its settings are (a policy that is not is not), and the key on which the
+    call's staged program is cached: everything here decides the program, and nothing else
+    does but `f` and the input types. (Tests read `constant_inputs` and `forward` as entries
+    5 and 6 of the key.)
+    """
+
+    #: `"scan"` or `"eqxi_scan"` (`fori_loop` and `map` are `scan`s).
+    api: str
+    length: Any
+    reverse: bool
+    split_transpose: bool
+    layout: Layout
+    #: The inputs are arrays (or `vmap`'s tracers of them): nothing differentiates the call.
+    constant_inputs: bool
+    #: Nor anything around it, so nothing differentiates a scan inside `f` either.
+    forward: bool
+    unroll: Any
+    checkpoint: Any
+    levels: Any
+    store: int
+    #: `eqxi_scan`'s own: its `kind`, `checkpoints` and `buffers` (None for `scan`).
+    kind: str | None = None
+    checkpoints: Any = None
+    buffers: Any = None
+
+    @property
+    def whole(self) -> bool:
+        """Whether the program is `jax.lax.scan` of `f` (traced once, replayed nowhere): on the
+        rolled layout, where nothing can differentiate the call, or nothing is checkpointed."""
+        return self.kind is None and self.layout.rolled_chunk and (self.forward or self.checkpoint is False)
+
+    @property
+    def staging(self) -> Staging:
+        """How the call is staged (`_staging.Staging`); `why_staged` says why."""
+        if not self.layout.rolled_chunk:
+            return Staging.CACHED
+        if self.whole:
+            return Staging.ONCE_BY_PROGRAM
+        # Equinox hands `f` its `buffers` wrapped, so `f` must trace on them: not by structure.
+        return Staging.ONCE_IN_PLACE if self.buffers is not None else Staging.ONCE_BY_STEP
+
+
+_WHY_STAGED = {
+    Staging.CACHED: "a jitted program cached on f, as jax.lax.scan caches its body",
+    Staging.ONCE_IN_PLACE: (
+        "cached on f; an f staged for one call only (made anew, or unhashable) is traced in place, "
+        "since equinox hands it its buffers wrapped"
+    ),
+    Staging.ONCE_BY_STEP: (
+        "cached on f; an f made anew on every call is looked up by the structure of its traced step"
+    ),
+    Staging.ONCE_BY_PROGRAM: (
+        "cached on f; an f made anew on every call is looked up by the structure of its whole program, "
+        "one loop of the step"
+    ),
+}
+
+
+def request(api: str, settings: dict[str, Any], length: Any, reverse: bool, split_transpose: bool,
+            layout: Layout, init: Any, xs: Any, *, kind: str | None = None, checkpoints: Any = None,
+            buffers: Any = None) -> Request:  # fmt: skip
+    """The `Request` of a call on `(init, xs)` with its resolved `settings` (validated before)."""
+    if kind == "checkpointed":
+        # Equinox's loop checkpoints; nothing of what the inputs are changes the program.
+        constant_inputs = forward = False
+    else:
+        # Called on arrays (or vmap's tracers of them), not on a differentiating transformation's.
+        constant_inputs = _trace.undifferentiated((init, xs))
+        # Nothing around the call differentiates it, so nothing differentiates a scan inside `f`:
+        # those build what they build on arrays, as this one does (`_trace.forward_only`).
+        forward = _trace.forward_only((init, xs))
+    return Request(
+        api, length, reverse, split_transpose, layout, constant_inputs, forward,
+        settings["unroll"], settings["checkpoint"], settings.get("levels", 1), settings.get("store", 0),
+        kind, checkpoints, buffers,
+    )  # fmt: skip
+
+
+class Program(enum.Enum):
+    """The shape of the program a plan builds."""
+
+    CHUNKS = "checkpointed chunks"
+    LOOP = "jax.lax.scan of the step"
+    EQUINOX = "equinox.internal.scan over chunks"
+
+
+class Plan(NamedTuple):
+    """Everything a call's program is, decided before it is built (`make`), with the reasons.
+
+    The steps run in loop order as: `steps - store` steps in `chunk`-step chunks (and the
+    leftover steps, and `levels` nested levels), then `store` steps whose residuals are kept.
+    """
+
+    api: str
+    program: Program
+    #: N, the steps of the scan.
+    steps: int
+    #: The chunk size the call asked for (`unroll`, as steps of the checkpointed part).
+    requested: int
+    #: The chunk size built.
+    chunk: int
+    #: Each step of a chunk is checkpointed too (blocks of checkpointed steps, `_memory.Fit`).
+    checkpoint_steps: bool
+    #: What checkpoints each chunk: True, False, a policy; equinox's loop for `Program.EQUINOX`.
+    checkpoint: Any
+    #: The last steps in loop order whose residuals are kept (not checkpointed).
+    store: int
+    #: The levels of nested checkpointing built over the chunks.
+    levels: int
+    layout: Layout
+    staging: Staging
+    #: Why each choice was made, one sentence each.
+    reasons: tuple[str, ...]
+
+    def describe(self) -> str:
+        """The plan in one line: what was built, then why."""
+        if self.program is Program.LOOP:
+            what = f"{self.program.value}, {self.steps} steps"
+        else:
+            layout = "rolled" if self.layout.rolled_chunk else "straight-line"
+            what = f"{self.program.value} of {self.chunk} {layout} steps (asked {self.requested})"
+            if self.checkpoint_steps:
+                what += ", each step checkpointed too"
+            what += f", checkpoint={_name(self.checkpoint)}, levels={self.levels}"
+        what += f", store={self.store} of {self.steps}"
+        return f"{what}. Why: " + "; ".join(self.reasons) + "."
+
+
+def _name(checkpoint: Any) -> str:
+    return checkpoint if isinstance(checkpoint, str) else getattr(checkpoint, "__name__", repr(checkpoint))
+
+
+def loop_plan(req: Request, n: int, why: str) -> Plan:
+    """The plan of a call built as `jax.lax.scan` of its step, for the reason `why`."""
+    return Plan(req.api, Program.LOOP, n, 1, 1, False, False, 0, 1, req.layout, req.staging,
+                (why, _WHY_STAGED[req.staging]))  # fmt: skip
+
+
+def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tuple[_memory.Fit, str]:
+    """The chunks to build for the `n` checkpointed steps of a call, checkpointed with
+    `checkpoint` (after a per-step checkpoint taken over), and why.
+
+    The requested k (`unroll`), except where the layout fits it to the step: with
+    `checkpoint=True` and one level, on the rolled layout (XLA:CPU) the size that keeps no more
+    memory than k and compiles faster (`_memory.rolled_chunk_size`); on the straight-line layout
+    (accelerators) the largest size up to k that keeps no more memory than one step per chunk,
+    `jax.lax.scan(jax.checkpoint(f))` (`_memory.line_chunk_size`)."""
+    k = requested_chunk_size(req.unroll, n)
+    if req.kind == "checkpointed":
+        return _memory.Fit(k), f"chunks of {k} as asked: equinox's loop over them checkpoints"
+    if k == 1:
+        return _memory.Fit(1), "one step per chunk as asked: jax.lax.scan(jax.checkpoint(f))"
+    if not req.layout.fit_chunk:
+        return _memory.Fit(k), f"chunks of {k} as asked (a layout pinned without fitting)"
+    if checkpoint is not True:
+        return _memory.Fit(k), f"chunks of {k} as asked: the fit counts whole-chunk checkpoints, not a policy's"
+    if body.jaxpr is None:
+        return _memory.Fit(k), f"chunks of {k} as asked: the step has no jaxpr to count"
+    if not _memory.one_level(req.levels, n // k):
+        return _memory.Fit(k), f"chunks of {k} as asked: levels that nest are not fitted"
+    sizes = _memory.step_bytes(body)
+    count = f"by the count of the step's residuals ({sizes.residuals} bytes a step, {sizes.carry} of carry)"
+    if req.layout.rolled_chunk:
+        fit = _memory.fit(n, k, req.levels, sizes)
+        if fit.checkpoint_steps:
+            why = f"fitted to blocks of {fit.size} checkpointed steps: chunks of {k} leave steps over, "
+            why += f"and the blocks keep no more {count}"
+        elif fit.size == 1:
+            why = f"fitted to 1: keeps no more than chunks of {k} {count}, and compiles fastest"
+        elif fit.size != k:
+            why = f"fitted to {fit.size}, a divisor of {n}: keeps no more than chunks of {k} {count}"
+        else:
+            why = f"chunks of {k} as asked: nothing that compiles faster keeps as little {count}"
+        return fit, "rolled layout (XLA:CPU): " + why
+    fit = _memory.line_chunk_size(n, k, req.levels, sizes)
+    if fit.size == k:
+        why = f"chunks of {k} as asked: they keep no more than per-step checkpointing {count}"
+    else:
+        why = f"fitted to {fit.size}: chunks of {k} keep more than per-step checkpointing {count}"
+    return fit, "straight-line layout: " + why
+
+
+def make(req: Request, body: _trace.Body, n: int) -> Plan:
+    """The plan for `n > 0` steps of the traced `body` (where `req.whole` is not the plan)."""
+    reasons = []
+    checkpoint = req.checkpoint
+    if body.checkpoint is not None and checkpoint is not False:
+        # The chunks take over a per-step checkpoint around `f`, and its policy where the call
+        # names none: checkpointing each step inside a checkpointed chunk again would recompute
+        # every step twice in the backward pass.
+        taken = checkpoint is True
+        checkpoint = body.checkpoint if taken else checkpoint
+        reasons.append(
+            f"a per-step checkpoint around f is taken over by the chunks (policy {_name(body.checkpoint)}"
+            f"{'' if taken else ', the call names its own'})"
+        )
+    if req.kind == "checkpointed":
+        store = 0
+        checkpoint = "equinox"
+    else:
+        store = min(req.store, n)
+        if store:
+            reasons.append(
+                f"the last {store} steps in loop order keep their residuals (store={req.store}): "
+                f"{'straight-line' if not req.layout.rolled_chunk else 'a plain loop'}, not checkpointed"
+            )
+    rest = n - store
+    if rest == 0:
+        return Plan(req.api, Program.CHUNKS, n, 0, 0, False, checkpoint, store, 0, req.layout, req.staging,
+                    (*reasons, "every step is stored: the for-loop's own program", _WHY_STAGED[req.staging]))  # fmt: skip
+    fit, why = chunk_size(req, body, rest, checkpoint)
+    reasons.append(why)
+    k = requested_chunk_size(req.unroll, rest)
+    if req.kind == "checkpointed":
+        levels = 1
+    else:
+        chunks = rest // fit.size
+        levels = _levels.built_levels(chunks, _levels.resolve(req.levels, chunks))
+        if levels > 1:
+            reasons.append(f"{levels} levels over {chunks} chunks (levels={req.levels!r})")
+    program = Program.EQUINOX if req.kind == "checkpointed" else Program.CHUNKS
+    reasons.append(_WHY_STAGED[req.staging])
+    return Plan(req.api, program, n, k, fit.size, fit.checkpoint_steps, checkpoint, store, levels, req.layout,
+                req.staging, tuple(reasons))  # fmt: skip

@@ -1,0 +1,119 @@
+"""`scanrewrite-tune --memory-budget` spending memory: the for-loop's program and stored steps
+tried at `scan` sites, what is predicted over the budget left uncompiled, a budget of the
+device's memory, and the tuner's own wall time. Tiny programs on the CPU, one repeat; nothing
+asserts a timing."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+from click.testing import CliRunner
+
+import scanrewrite.runtime
+import scanrewrite.tune
+from scanrewrite.tune import Candidate
+from scanrewrite.tune._command import main
+from tests.treecheck import assert_trees_close
+
+HAS_STORE = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
+
+ONE_SITE = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def step(h, w):
+    return jnp.tanh(h @ w), jnp.sum(h)
+
+
+def loss(ws, h):
+    h, ys = scanrewrite.runtime.scan(step, h, ws, unroll=2)
+    return jnp.sum(h) + jnp.sum(ys)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(8) * (0.5 + 0.1 * i) for i in range(8)])
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((8, 8)))
+'''
+SITE_LINE = 11
+
+
+@pytest.fixture
+def program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    path = tmp_path / "one.py"
+    path.write_text(ONE_SITE)
+    return path
+
+
+def _factory(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.factory()
+
+
+def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
+    fn, args = _factory(program, "one_budget")
+    report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
+    (site,) = report.sites
+    rows = {str(row.candidate): row for row in site.rows}
+    # The for-loop's program: one chunk of all 8 steps, nothing checkpointed.
+    assert "k=8, checkpoint=False" in rows
+    assert rows["k=8, checkpoint=False"].candidate == Candidate(8, "none")
+    chosen = next(row for row in site.rows if row.note == "pick")
+    assert chosen.temp_bytes <= report.limit == report.whole[0].temp_bytes
+    # The tuner says what it cost.
+    assert report.wall_s > 0 and report.compiled >= len([row for row in site.rows if row.compile_s is not None])
+    assert f"tuned in {report.wall_s:.1f} s: {report.compiled} programs compiled" in report.table()
+    # Without a budget nothing spends memory: the candidates are those of before.
+    plain = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0)
+    assert [str(row.candidate) for row in plain.sites[0].rows] == ["k=1", "k=2", "original scan"]
+
+
+def test_a_program_over_the_budget_that_spends_memory_is_not_timed(program: Path):
+    fn, args = _factory(program, "one_over")
+    first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(4,))
+    memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
+    least = min(memory.values())
+    assert memory["k=8, checkpoint=False"] > least, "the for-loop's program keeps more than the least"
+    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=least, stores=(4,))
+    row = next(row for row in report.sites[0].rows if str(row.candidate) == "k=8, checkpoint=False")
+    assert row.note == "over budget: not timed" and row.timing is None and row.temp_bytes > least
+    assert report.sites[0].pick != Candidate(8, "none")
+
+
+def test_a_fraction_of_the_devices_memory_needs_a_device_that_reports_it(program: Path):
+    # The CPU reports no memory size: one line, exit 2.
+    result = CliRunner().invoke(main, ["-q", "one.py:factory", "--ks", "1", "--repeats", "1", "--memory-budget", "0.8"])
+    assert result.exit_code == 2
+    assert "error: a budget of 0.8 of the device's memory, but the device reports no memory size" in result.stderr
+
+
+@pytest.mark.skipif(not HAS_STORE, reason="the runtime keeps no stored steps yet (store=)")
+def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(program: Path):
+    fn, args = _factory(program, "one_store")
+    # A budget halfway between single steps and the for-loop's program.
+    first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(1,))
+    memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
+    budget = (memory["k=1"] + memory["k=8, checkpoint=False"]) // 2
+    options = ["--ks", "1", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--memory-budget", str(budget)]
+    result = CliRunner().invoke(main, ["-q", "one.py:factory", *options, "--stores", "1,2,4,6,7", "--write"])
+    assert result.exit_code == 0, result.output
+    tables = result.stdout
+    assert "k=1, store=1" in tables and "tuned in" in tables
+    # Every store the prediction put over the budget, or behind a larger one that fits, is
+    # reported and not compiled.
+    assert "not compiled:" in tables
+    after = program.read_text()
+    fn_after, args_after = _factory(program, "one_store_after")
+    assert assert_trees_close(jax.jit(fn_after)(*args_after), jax.jit(fn)(*args), rtol=1e-5, atol=1e-6) == 3
+    if "store=" in after:
+        assert "unroll=1, store=" in after

@@ -1,0 +1,47 @@
+"""The tuner's prediction of temp memory under a budget, on plain numbers: nothing compiled."""
+
+from __future__ import annotations
+
+from scanrewrite.tune._predict import MARGIN, anchor, predict, prune
+from scanrewrite.tune._select import Candidate, spending
+
+MIB = 2**20
+# A 16-step scan: k = 1 keeps 100 MiB, one stored step adds 10 MiB, chunks of 2 keep 105 MiB.
+MEASURED = {Candidate(1): 100 * MIB, Candidate(1, store=1): 110 * MIB, Candidate(2): 105 * MIB}
+SPENDING = spending([1, 2], (1, 4, 8, 12), 16)
+
+
+def test_the_anchor_is_one_stored_step_of_single_steps():
+    assert anchor(SPENDING) == Candidate(1, store=1)
+    assert anchor([Candidate(2, store=4)]) is None
+
+
+def test_memory_is_predicted_linear_in_the_stored_steps():
+    assert predict(Candidate(1, store=8), MEASURED, 16) == 180 * MIB
+    assert predict(Candidate(2, store=4), MEASURED, 16) == 145 * MIB
+    # The for-loop's program stores every step.
+    assert predict(Candidate(16, "none"), MEASURED, 16) == 250 * MIB
+    # Nothing tells: no anchor, or a k not compiled.
+    assert predict(Candidate(1, store=8), {Candidate(1): 100 * MIB}, 16) is None
+    assert predict(Candidate(3, store=8), MEASURED, 16) is None
+
+
+def test_prune_leaves_out_what_is_predicted_over_the_budget():
+    chosen, skipped = prune(SPENDING, MEASURED, 16, 150 * MIB)
+    # k=1: store 4 (140) fits, 8 (180) does not; k=2: store 4 (145) fits; and store 1 of k=2.
+    assert chosen == [Candidate(2, store=1), Candidate(1, store=4), Candidate(2, store=4)]
+    assert skipped[Candidate(16, "none")].startswith("not compiled: predicted 250.00 MiB")
+    assert Candidate(1, store=12) in skipped and Candidate(2, store=8) in skipped
+    # Within the margin a prediction is still compiled: XLA's memory is not exactly linear.
+    chosen, _ = prune(SPENDING, MEASURED, 16, int(180 * MIB / (1 + MARGIN)) + 1)
+    assert Candidate(1, store=8) in chosen
+
+
+def test_prune_compiles_only_the_two_largest_stores_that_fit_at_each_k():
+    chosen, skipped = prune(SPENDING, MEASURED, 16, 10**6 * MIB)
+    assert Candidate(1, store=12) in chosen and Candidate(1, store=8) in chosen
+    assert skipped[Candidate(1, store=4)] == "not compiled: store=12 fits too and recomputes less"
+    assert Candidate(16, "none") in chosen
+    # Without an anchor nothing is predicted: everything is compiled.
+    chosen, skipped = prune(SPENDING, {Candidate(1): 100 * MIB}, 16, 1)
+    assert chosen == [c for c in SPENDING] and skipped == {}
