@@ -200,7 +200,7 @@ def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tupl
         else:
             why = f"chunks of {k} as asked: nothing that compiles faster keeps as little {count}"
         return fit, "rolled layout (XLA:CPU): " + why
-    fit = _memory.line_chunk_size(n, k, req.levels, sizes)
+    fit = _memory.line_chunk_size(n, k, req.levels, sizes, _memory.slice_bytes(body))
     if fit.size == k:
         why = f"chunks of {k} as asked: they keep no more than per-step checkpointing {count}"
     else:
