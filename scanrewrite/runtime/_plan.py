@@ -144,6 +144,8 @@ class Plan(NamedTuple):
         """The plan in one line: what was built, then why."""
         if self.program is Program.LOOP:
             what = f"{self.program.value}, {self.steps} steps"
+        elif self.store == self.steps:
+            what = "every step stored, " + ("a plain loop" if self.layout.rolled_chunk else "straight-line")
         else:
             layout = "rolled" if self.layout.rolled_chunk else "straight-line"
             what = f"{self.program.value} of {self.chunk} {layout} steps (asked {self.requested})"
