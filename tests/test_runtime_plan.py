@@ -133,3 +133,25 @@ def test_a_flax_remat_taken_over_inside_its_step_is_reported():
         nnx.grad(lambda blocks, x: jnp.sum(fwd(x, blocks)))(blocks, jnp.ones((2, 4)))
     ((plan,),) = sites.plans.values()
     assert any("remat inside Flax's step" in why and "taken over by the chunks" in why for why in plan.reasons)
+
+
+def test_the_staging_path_taken_is_reported():
+    """A closure made anew on every call: the first call stages a program cached on it, the
+    next finds its program by the structure of its step, and the report says which."""
+    h, xs = jnp.ones(3), jnp.linspace(0.0, 1.0, 6)
+
+    def loss(h, c):
+        def step(h, x):
+            h = jnp.tanh(h * x + c)
+            return h, h.sum()
+
+        return scan(step, h, xs, unroll=2)[0].sum()
+
+    with pinned_layout("fitted"), record_sites() as sites:
+        for c in (0.1, 0.2):
+            jax.grad(loss)(h, c)
+    ((site, plans),) = sites.plans.items()
+    assert [why for plan in plans for why in plan.reasons if why.startswith("staged")] == [
+        "staged cached on f; the rule: " + _plan._WHY_STAGED[_plan.Staging.ONCE_BY_STEP],
+        "staged by the structure of its step (f made anew); the rule: " + _plan._WHY_STAGED[_plan.Staging.ONCE_BY_STEP],
+    ]
