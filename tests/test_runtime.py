@@ -117,12 +117,16 @@ checkpoints = st.sampled_from([True, False, POLICY])
     seed=st.integers(0, 2**16),
     layout=st.sampled_from(["backend", "unrolled"]),
     levels=st.sampled_from([1, 2, 3, "auto"]),  # tests/test_runtime_levels.py has fixed cases
+    # The last steps kept stored: none, one, some, all (tests/test_runtime_store.py has fixed cases).
+    store=st.sampled_from([0, 1, 3, 25]),
 )
-def test_matches_lax_scan(dtype, n, unroll, reverse, xs_kind, ys_kind, checkpoint, weak_s, seed, layout, levels):
+def test_matches_lax_scan(
+    dtype, n, unroll, reverse, xs_kind, ys_kind, checkpoint, weak_s, seed, layout, levels, store
+):
     with enable_x64(dtype == "float64"), pinned_layout(layout):
         check_against_lax(
             scan, n, xs_kind, ys_kind, jnp.dtype(dtype), seed=seed, weak_s=weak_s,
-            reverse=reverse, unroll=unroll, checkpoint=checkpoint, levels=levels,
+            reverse=reverse, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store,
         )  # fmt: skip
 
 

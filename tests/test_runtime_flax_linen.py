@@ -88,6 +88,17 @@ def test_same_program(case):
     assert assert_flax_close(actual, expected) > 10
 
 
+@pytest.mark.parametrize("case", [dict(k=2, store=3, reverse=True), dict(k=3, store=7, wrap=nn.remat)])
+def test_same_program_with_stored_steps(case):
+    options = dict(case)
+    k, store = options.pop("k"), options.pop("store")
+    expected = program(nn.scan, **options)
+    with runtime.record_sites() as sites:
+        actual = program(rewritten(k, store=store), **options)
+    assert [call.settings["store"] for call in sites.values()] == [store]
+    assert assert_flax_close(actual, expected) > 10
+
+
 def test_wrong_variant_rejected():
     expected = program(nn.scan)
     wrong = program(rewritten(3), reverse=True)

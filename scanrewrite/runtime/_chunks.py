@@ -48,7 +48,7 @@ def layout() -> Layout:
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
-    return Layout(rolled_chunk=rolled, rolled_rest=rolled, fit_chunk=rolled)
+    return Layout(rolled_chunk=rolled, rolled_rest=rolled, fit_chunk=True)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:

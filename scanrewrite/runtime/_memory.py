@@ -240,14 +240,26 @@ def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
     return Fit(k)
 
 
-def kept_line(n: int, d: int, sizes: StepBytes) -> int:
+def slice_bytes(body: _trace.Body) -> int:
+    """The bytes of one step's slice of `xs` and of its `ys`, or 0 where the step has no jaxpr."""
+    if body.jaxpr is None:
+        return 0
+    jaxpr = body.jaxpr.jaxpr
+    n_carry = len(jax.tree_util.tree_leaves(body.init))
+    return sum(_nbytes(v.aval) for v in (*jaxpr.invars[n_carry:], *jaxpr.outvars[n_carry:]))
+
+
+def kept_line(n: int, d: int, sizes: StepBytes, slices: int = 0) -> int:
     """Bytes the backward pass keeps for `n` steps in checkpointed chunks of `d` straight-line
     steps (the accelerators' layout): a carry per chunk and one entering the leftover steps (one
-    checkpointed block of fewer than d), and while it recomputes a chunk, d steps' residuals."""
-    return (n // d + (1 if n % d else 0)) * sizes.carry + d * sizes.residuals
+    checkpointed block of fewer than d), and while it recomputes a chunk, d steps' residuals.
+    Leftover steps split `xs` and concatenate `ys`, whose cotangents XLA then copies: `slices`
+    (the bytes of one step's x and y) for each of the `n` steps, where any are left over."""
+    rest = n % d
+    return (n // d + (1 if rest else 0)) * sizes.carry + d * sizes.residuals + (n * slices if rest else 0)
 
 
-def line_chunk_size(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
+def line_chunk_size(n: int, k: int, levels: Any, sizes: StepBytes, slices: int = 0) -> Fit:
     """The straight-line chunks to build for a requested `k` (1 < k <= n) checkpointed as a
     whole: k where `kept_line` says it keeps no more than one step per chunk
     (`jax.lax.scan(jax.checkpoint(f))`, N carries and one step's residuals), else the largest
@@ -260,6 +272,6 @@ def line_chunk_size(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
     more (big blocks, whose residuals are many carries), it certainly does, and 1 is built."""
     limit = kept_line(n, 1, sizes)
     for d in range(k, 1, -1):
-        if one_level(levels, n // d) and kept_line(n, d, sizes) <= limit:
+        if one_level(levels, n // d) and kept_line(n, d, sizes, slices) <= limit:
             return Fit(d)
     return Fit(1)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from scanrewrite.runtime import _levels, _memory, _trace
 from scanrewrite.runtime._chunks import Layout
-from scanrewrite.runtime._staging import Staging
+from scanrewrite.runtime._staging import Staging, how_staged
 from scanrewrite.runtime._validate import chunk_size as requested_chunk_size
 
 __all__ = ["Plan", "Program", "Request", "chunk_size", "loop_plan", "make", "request"]
@@ -144,6 +144,8 @@ class Plan(NamedTuple):
         """The plan in one line: what was built, then why."""
         if self.program is Program.LOOP:
             what = f"{self.program.value}, {self.steps} steps"
+        elif self.store == self.steps:
+            what = "every step stored, " + ("a plain loop" if self.layout.rolled_chunk else "straight-line")
         else:
             layout = "rolled" if self.layout.rolled_chunk else "straight-line"
             what = f"{self.program.value} of {self.chunk} {layout} steps (asked {self.requested})"
@@ -158,10 +160,15 @@ def _name(checkpoint: Any) -> str:
     return checkpoint if isinstance(checkpoint, str) else getattr(checkpoint, "__name__", repr(checkpoint))
 
 
+def _why_staged(req: Request) -> str:
+    how = how_staged()
+    return f"staged {how}; the rule: {_WHY_STAGED[req.staging]}" if how else _WHY_STAGED[req.staging]
+
+
 def loop_plan(req: Request, n: int, why: str) -> Plan:
     """The plan of a call built as `jax.lax.scan` of its step, for the reason `why`."""
     return Plan(req.api, Program.LOOP, n, 1, 1, False, False, 0, 1, req.layout, req.staging,
-                (why, _WHY_STAGED[req.staging]))  # fmt: skip
+                (why, _why_staged(req)))  # fmt: skip
 
 
 def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tuple[_memory.Fit, str]:
@@ -200,7 +207,7 @@ def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tupl
         else:
             why = f"chunks of {k} as asked: nothing that compiles faster keeps as little {count}"
         return fit, "rolled layout (XLA:CPU): " + why
-    fit = _memory.line_chunk_size(n, k, req.levels, sizes)
+    fit = _memory.line_chunk_size(n, k, req.levels, sizes, _memory.slice_bytes(body))
     if fit.size == k:
         why = f"chunks of {k} as asked: they keep no more than per-step checkpointing {count}"
     else:
@@ -235,7 +242,7 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
     rest = n - store
     if rest == 0:
         return Plan(req.api, Program.CHUNKS, n, 0, 0, False, checkpoint, store, 0, req.layout, req.staging,
-                    (*reasons, "every step is stored: the for-loop's own program", _WHY_STAGED[req.staging]))  # fmt: skip
+                    (*reasons, "every step is stored: the for-loop's own program", _why_staged(req)))  # fmt: skip
     fit, why = chunk_size(req, body, rest, checkpoint)
     reasons.append(why)
     k = requested_chunk_size(req.unroll, rest)
@@ -247,6 +254,6 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
         if levels > 1:
             reasons.append(f"{levels} levels over {chunks} chunks (levels={req.levels!r})")
     program = Program.EQUINOX if req.kind == "checkpointed" else Program.CHUNKS
-    reasons.append(_WHY_STAGED[req.staging])
+    reasons.append(_why_staged(req))
     return Plan(req.api, program, n, k, fit.size, fit.checkpoint_steps, checkpoint, store, levels, req.layout,
                 req.staging, tuple(reasons))  # fmt: skip

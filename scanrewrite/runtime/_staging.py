@@ -19,6 +19,7 @@ call is staged (`Staging`) is decided in `_plan.request`, with its reason.
 from __future__ import annotations
 
 import collections
+import contextvars
 import enum
 import functools
 import types
@@ -137,11 +138,14 @@ def staged(f: Callable, key: Hashable, build: _Build, path: Staging = Staging.CA
     """
     handle = None if _holds_arrays(f) else _weak_handle(f)
     if path is not Staging.CACHED and (handle is None or _made_anew(f, handle[0])):
+        once = "for this call only" if handle is None else "made anew"
         if path is Staging.ONCE_BY_PROGRAM:
-            return lambda init, xs: _whole_by_structure(build(lambda: f), key, init, xs)
+            how = f"by the structure of its whole program (f {once})"
+            return lambda init, xs: _run_as(how, _whole_by_structure, build(lambda: f), key, init, xs)
         if path is Staging.ONCE_BY_STEP:
-            return lambda init, xs: _by_structure(f, key, build, init, xs)
-        return build(lambda: f)
+            how = f"by the structure of its step (f {once})"
+            return lambda init, xs: _run_as(how, _by_structure, f, key, build, init, xs)
+        return lambda init, xs: _run_as(f"traced in place (f {once})", build(lambda: f), init, xs)
     if handle is not None:
         owner, extra, get_f = handle
         try:
@@ -151,7 +155,8 @@ def staged(f: Callable, key: Hashable, build: _Build, path: Staging = Staging.CA
         except TypeError:  # an unhashable setting, or an `owner` whose hash fails on its data
             handle = None
     if handle is None:
-        return jax.jit(build(lambda: f), inline=INLINE)
+        jitted = jax.jit(build(lambda: f), inline=INLINE)
+        return lambda *args: _run_as("a jit of its own for this call (f cannot be cached)", jitted, *args)
     if entries is None:
         entries = _cache[owner] = collections.OrderedDict()
 
@@ -164,9 +169,26 @@ def staged(f: Callable, key: Hashable, build: _Build, path: Staging = Staging.CA
                 entries.popitem(last=False)
         else:
             entries.move_to_end((*full_key, inline))
-        return fn(*args)
+        return _run_as("cached on f", fn, *args)
 
     return call
+
+
+#: How the call whose program is being traced was staged (`how_staged`).
+_how: contextvars.ContextVar[str] = contextvars.ContextVar("how_staged", default="")
+
+
+def _run_as(how: str, fn: Callable, *args: Any) -> Any:
+    token = _how.set(how)
+    try:
+        return fn(*args)
+    finally:
+        _how.reset(token)
+
+
+def how_staged() -> str:
+    """How the call whose program is being traced now was staged (for its plan), or ""."""
+    return _how.get()
 
 
 def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any) -> Any:
@@ -188,7 +210,8 @@ def _by_structure(f: Callable, key: Hashable, build: _Build, init: Any, xs: Any)
     # What the runtime reads off the constants themselves (`_trace.Body`), which the staged
     # function's arguments no longer show: part of the key, as it decides the program.
     seen = _trace.read_consts(closed.consts)
-    unstaged = lambda: build(lambda: _trace.Replay(closed.jaxpr, closed.consts, out_tree, *seen))(init, xs)
+    replay = _trace.Replay(closed.jaxpr, closed.consts, out_tree, *seen)
+    unstaged = lambda: _run_as(f"traced in place, not by structure ({how_staged()})", build(lambda: replay), init, xs)
     if not _eager((closed.consts, init, xs)):
         # Inside a trace that stages a program (`jax.jit`) nothing compiles here to be saved:
         # the program is the one traced in place.
