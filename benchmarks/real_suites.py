@@ -15,9 +15,17 @@ average is printed beside it: on a shared machine the CPU time is the number to 
 The projects' own dependencies must be importable by this Python (they are not installed here):
 
     pip install absl-py chex distrax dm_env tree-math dm-haiku einops gin-config scikit-image optax
+    pip install --no-deps colt minato rjsonnet cloudpickle dill formed==0.0.5 jmp safetensors aqtp
 
     python benchmarks/real_suites.py [--projects rlax jax-cfd] [--rounds 3] [--dir DIR]
-        [--other-runtime DIR] [--profile]
+        [--source NAME=DIR] [--other-runtime DIR] [--profile]
+
+A project whose release on the registry is not the one measured (or has no sdist pip can
+download) names a commit of its repository instead; `--source NAME=DIR` then gives a folder
+holding that commit's tree (e.g. `git archive COMMIT | tar -x -C DIR`), which is copied into
+`before/` and `after/`. A row may also name the options of the rewrite (`--unroll 4 --targets
+...` for the Flax and equinox projects that scan over layers) and the folder of its package
+that goes on `PYTHONPATH` (`src` for a src layout).
 
 `--other-runtime DIR` runs the after-suite a second time in each round with the scanrewrite of
 the checkout DIR (another branch's runtime), as a third column.
@@ -44,12 +52,20 @@ from typing import NamedTuple
 
 
 class Project(NamedTuple):
-    """A project on the registry: its pinned release, the package folder to rewrite and the
-    test files to run (those that import a module with a scan, relative to the sdist's root)."""
+    """A project on the registry: its pinned release (or `git:OWNER/NAME@COMMIT`, unpacked from
+    `--source`), the package folder to rewrite, the test files to run (those that import a module
+    with a scan, relative to the sdist's root), the options of the rewrite, and the folder that
+    goes on `PYTHONPATH` for its package to import ("" for the root)."""
 
     requirement: str
     package: str
     tests: tuple[str, ...]
+    options: tuple[str, ...] = ("--unroll", "3")
+    path: str = ""
+
+
+#: The options of the rewrite for the projects that scan over layers, as issue 43 tried them.
+_LAYERS = ("--unroll", "4", "--targets", "lax.scan,eqxi.scan,nnx.scan,linen.scan")
 
 
 PROJECTS = {
@@ -78,6 +94,21 @@ PROJECTS = {
         "blackjax",
         ("tests/test_util.py", "tests/mcmc/test_slice.py", "tests/smc/test_tempered_smc.py"),
     ),
+    # Flax NNX: `@nnx.split_rngs` + `@nnx.scan(in_axes=(nnx.Carry, 0, 0))` over blocks that
+    # `nnx.vmap` built (feed-forward, RNN and transformer encoders). The last commit before the
+    # project moved to `jax.lax.scan` over its modules; not on the registry at that commit.
+    "formed-nnx": Project(
+        "git:altescy/formed@dbfdb05bcff931477f5680281b0eef630c49f171",
+        "src/formed",
+        ("tests/integrations/flax/modules/test_feedforward.py", "tests/integrations/flax/modules/test_encoders.py"),
+        _LAYERS,
+        "src",
+    ),
+    # equinox: `Stacked` scans a block over layers that `filter_vmap` built, through its own
+    # `scan` (a per-step `eqx.filter_checkpoint` with a policy built in a helper).
+    "haliax": Project(
+        "haliax==1.4.dev453", "src/haliax", ("tests/test_scan.py", "tests/test_hof.py"), _LAYERS, "src"
+    ),
 }
 
 #: This checkout, whose scanrewrite rewrites and (by default) runs the rewritten code.
@@ -85,12 +116,18 @@ _HERE = Path(__file__).resolve().parent.parent
 _ENV = {**os.environ, "PYTHONPATH": str(_HERE)}
 
 
-def unpack(project: Project, workdir: Path) -> tuple[Path, Path]:
-    """The project's sdist unpacked into `before/` and `after/` under `workdir` (downloaded and
-    rewritten once; reused when there)."""
-    name = project.requirement.split("==")[0]
+def unpack(name: str, project: Project, workdir: Path, source: Path | None = None) -> tuple[Path, Path]:
+    """The project's sdist (or the tree in `source`) unpacked into `before/` and `after/` under
+    `workdir` (downloaded and rewritten once; reused when there)."""
     before, after = workdir / "before" / name, workdir / "after" / name
     if after.exists():
+        return before, after
+    if project.requirement.startswith("git:"):
+        if source is None:
+            raise SystemExit(f"error: {name} is {project.requirement}: give its tree with --source {name}=DIR")
+        for target in (before, after):
+            shutil.copytree(source, target, symlinks=True)
+        _rewrite(project, after)
         return before, after
     downloads = workdir / "sdists"
     downloads.mkdir(parents=True, exist_ok=True)
@@ -106,10 +143,14 @@ def unpack(project: Project, workdir: Path) -> tuple[Path, Path]:
             top = archive.getnames()[0].split("/")[0]
             archive.extractall(target.parent, filter="data")
         shutil.move(target.parent / top, target)
-    subprocess.run(
-        [sys.executable, "-m", "scanrewrite", "--unroll", "3", project.package], cwd=after, env=_ENV, check=True
-    )
+    _rewrite(project, after)
     return before, after
+
+
+def _rewrite(project: Project, after: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "scanrewrite", *project.options, project.package], cwd=after, env=_ENV, check=True
+    )
 
 
 class Run(NamedTuple):
@@ -120,17 +161,20 @@ class Run(NamedTuple):
     in_tests: float
 
 
-def run_tests(folder: Path, tests: tuple[str, ...], profile: Path | None = None, runtime: Path = _HERE) -> Run:
+def run_tests(
+    folder: Path, tests: tuple[str, ...], profile: Path | None = None, runtime: Path = _HERE, path: str = ""
+) -> Run:
     """One pytest process over `tests` in `folder`, importing scanrewrite from the checkout
-    `runtime`: wall and CPU seconds (user + sys of the process tree), tests passed and failed,
-    and the seconds pytest timed inside the tests."""
+    `runtime` (and the project from `folder / path`, where `path` is not empty): wall and CPU
+    seconds (user + sys of the process tree), tests passed and failed, and the seconds pytest
+    timed inside the tests."""
     command = [sys.executable]
     if profile is not None:
         command += ["-m", "cProfile", "-o", str(profile)]
     command += ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", "--durations-min=0", *tests]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    env = {**_ENV, "PYTHONPATH": str(runtime)}
+    env = {**_ENV, "PYTHONPATH": os.pathsep.join([str(folder / path)] * bool(path) + [str(runtime)])}
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -161,14 +205,16 @@ def main() -> None:
     parser.add_argument("--projects", nargs="+", default=list(PROJECTS), choices=list(PROJECTS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/scanrewrite-real-suites"))
+    parser.add_argument("--source", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument("--other-runtime", type=Path)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    folders = {name: unpack(PROJECTS[name], args.dir) for name in args.projects}
+    sources = {name: Path(folder) for name, _, folder in (item.partition("=") for item in args.source)}
+    folders = {name: unpack(name, PROJECTS[name], args.dir, sources.get(name)) for name in args.projects}
     if args.profile:
         for name, (_, after) in folders.items():
             path = args.dir / f"{name}.prof"
-            print(f"## {name}: {run_tests(after, PROJECTS[name].tests, path)}")
+            print(f"## {name}: {run_tests(after, PROJECTS[name].tests, path, path=PROJECTS[name].path)}")
             show_profile(path)
         return
     runs: dict[tuple[str, str], list[Run]] = {}
@@ -178,7 +224,7 @@ def main() -> None:
             if args.other_runtime:
                 sides.append(("other", after, args.other_runtime.resolve()))
             for side, folder, runtime in sides if round_ % 2 == 0 else reversed(sides):
-                run = run_tests(folder, PROJECTS[name].tests, runtime=runtime)
+                run = run_tests(folder, PROJECTS[name].tests, runtime=runtime, path=PROJECTS[name].path)
                 runs.setdefault((name, side), []).append(run)
                 print(f"round {round_ + 1} {name} {side}: {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
                       f"{run.in_tests:.1f} s in tests, {run.passed} passed, {run.failed} failed; load {os.getloadavg()[0]:.1f}", file=sys.stderr)

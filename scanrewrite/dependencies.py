@@ -12,6 +12,11 @@ extras, in any of:
 - Poetry's `[tool.poetry.dependencies]` (a version string, a table with `extras`, or a list
   of such tables).
 
+Where the project's `[project] dependencies` name none of jax, Flax and equinox, but some of its
+`[project.optional-dependencies]` do (a framework whose Flax or torch support is an extra), the
+line names those extras instead: the rewritten code runs only where they are installed, and a
+requirement added to the dependencies would bring jax to every install.
+
 Requirement strings are read as PEP 508 reads their name and extras (`scanrewrite[runtime]>=0.1`,
 `scanrewrite [flax] @ https://...`, names compared normalized, as PEP 503 and 685 do), never
 searched as text: `scanrewrite-plugins` does not name `scanrewrite`. A project that is
@@ -107,6 +112,28 @@ def _declared(document: dict) -> Iterator[tuple[str, frozenset[str]]]:
                 yield normalize(name), frozenset(normalize(extra) for extra in extras if isinstance(extra, str))
 
 
+#: Distributions that bring in jax (equinox and Flax depend on it).
+_JAX = frozenset({"jax", "jaxlib", "flax", "equinox"})
+
+
+def _jax_extras(document: dict) -> tuple[str, ...]:
+    """The `[project.optional-dependencies]` groups of `document` that name jax, Flax or
+    equinox, where its `[project] dependencies` name none of them (else nothing)."""
+    project = document.get("project")
+    dynamic = project.get("dynamic") if isinstance(project, dict) else None
+    if not isinstance(project, dict) or (isinstance(dynamic, list) and "dependencies" in dynamic):
+        return ()
+
+    def names_jax(entries: object) -> bool:
+        parsed = (requirement(entry) for entry in entries if isinstance(entry, str)) if isinstance(entries, list) else ()
+        return any(item is not None and item[0] in _JAX for item in parsed)
+
+    optional = project.get("optional-dependencies")
+    if names_jax(project.get("dependencies")) or not isinstance(optional, dict):
+        return ()
+    return tuple(group for group, entries in optional.items() if names_jax(entries))
+
+
 def _is_itself(document: dict) -> bool:
     """Whether the project is `scanrewrite` itself (PEP 621's or Poetry's name)."""
     tool = document.get("tool")
@@ -155,8 +182,9 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     """The one line that says what code rewritten from `apis` imports and which requirement
     the project must add, e.g. `note: the rewritten code imports scanrewrite.runtime: add
     scanrewrite[runtime] to the dependencies in pyproject.toml` ("would import" when nothing
-    was written), with the extras missing where the project names `scanrewrite` without
-    them; None when the project's `pyproject` (None: it has none) names every extra needed."""
+    was written), or to the optional dependencies that bring in jax where only those name it
+    (`... to the optional dependencies that bring in jax (flax, all) in pyproject.toml`), with
+    the extras missing where the project names `scanrewrite` without them; None when the project's `pyproject` (None: it has none) names every extra needed."""
     apis = set(apis)
     document = _load(pyproject) if pyproject is not None else None
     extras = needed_extras(apis)
@@ -164,7 +192,10 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     missing = [extra for extra in extras if named is None or extra not in named]
     if not missing:
         return None
-    if document is not None and _lists_dependencies(document):
+    groups = _jax_extras(document) if document is not None else ()
+    if groups:
+        where = f"the optional dependencies that bring in jax ({', '.join(groups)}) in {display_path(pyproject)}"
+    elif document is not None and _lists_dependencies(document):
         where = f"the dependencies in {display_path(pyproject)}"
     else:
         where = "the project's dependencies"

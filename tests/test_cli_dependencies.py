@@ -92,6 +92,48 @@ def test_said_unless_the_project_names_the_extra(project: Path, toml: str | None
 
 
 @pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        pytest.param(
+            pyproject("rich", optional={"flax": ["flax>=0.10"], "torch": ["torch"], "all": ["flax", "torch"]}),
+            note("runtime,flax", "the optional dependencies that bring in jax (flax, all) in pyproject.toml"),
+            id="flax only in extras (altescy/formed)",
+        ),
+        pytest.param(
+            pyproject("rich", optional={"jax": ["jax[cpu]>=0.4"]}),
+            note("runtime,flax", "the optional dependencies that bring in jax (jax) in pyproject.toml"),
+            id="jax in an extra",
+        ),
+        pytest.param(
+            pyproject("rich", optional={"flax": ["flax", "scanrewrite"]}),
+            note(
+                "runtime,flax",
+                "the optional dependencies that bring in jax (flax) in pyproject.toml"
+                " (the runtime and flax extras are missing)",
+            ),
+            id="flax in an extra, scanrewrite without extras",
+        ),
+        pytest.param(
+            pyproject("equinox", optional={"flax": ["flax"]}), note("runtime,flax"), id="equinox in the dependencies"
+        ),
+        pytest.param(
+            '[project]\nname = "model"\ndynamic = ["dependencies"]\n[project.optional-dependencies]\nflax = ["flax"]\n',
+            note("runtime,flax", "the project's dependencies"),
+            id="dependencies written by a build script",
+        ),
+    ],
+)
+def test_where_only_extras_bring_in_jax_the_line_names_them(project: Path, toml: str, expected: str) -> None:
+    # A framework whose Flax support is an extra (formed: `flax = ["flax>=0.9"]`) runs the
+    # rewritten code only with that extra: a requirement in its dependencies would bring jax to
+    # every install of it.
+    write(project, {"pyproject.toml": toml, "m.py": NNX})
+    result = invoke("--targets", FLAX, ".")
+    assert result.exit_code == 0, result.stderr
+    assert notes(result.stderr) == [expected]
+
+
+@pytest.mark.parametrize(
     ("dependencies", "optional", "expected"),
     [
         pytest.param((), {}, note("runtime,flax"), id="not named"),

@@ -928,3 +928,26 @@ def test_documented_example_is_what_the_rewrite_does():
     page = (Path(__file__).resolve().parents[1] / "docs" / "rewrite.md").read_text()
     before, after = re.findall(r"```python\n(.*?)```", page, re.S)[:2]
     assert rewrite(before.encode()).code.decode() == after
+
+
+@pytest.mark.parametrize(
+    ("call", "note"),
+    [
+        pytest.param("jax.lax.scan(f, c, xs)", None, id="unroll written by the rewrite"),
+        pytest.param("jax.lax.scan(f, c, xs, unroll=unroll)", "unroll kept as written", id="by keyword"),
+        pytest.param("jax.lax.scan(f, c, xs, None, False, 2)", "unroll kept as written", id="positionally"),
+        pytest.param("jax.lax.scan(f, c, xs)  # scanrewrite: unroll=8", None, id="pragma"),
+    ],
+)
+def test_a_call_that_passes_its_own_unroll_says_so(call, note):
+    # haliax's scan passes `unroll=unroll` to jax.lax.scan: --unroll 4 does not reach it, and
+    # -v says so (`path:line: rewritten (unroll kept as written)`) instead of a bare `rewritten`.
+    result = rewrite(_src(f"import jax\ny = {call}\n"), unroll=4)
+    assert [(r.line, r.note) for r in result.rewritten] == [(2, note)]
+
+
+def test_verbose_says_that_a_call_kept_its_unroll(project):
+    from tests.test_cli import invoke, write
+
+    write(project, {"a.py": "import jax\ny = jax.lax.scan(f, c, xs, unroll=unroll)\n"})
+    assert "a.py:2: would rewrite (unroll kept as written)" in invoke("-v", "--diff", ".").stderr.splitlines()

@@ -232,7 +232,8 @@ class Rewriter:
         if writes_policy and not self._scopes[call]["jax"]:
             self._edits.add("jax")
         levels = pragma.levels if pragma.levels is not None else self.options.levels
-        notes = []
+        # A user's own unroll (haliax's `unroll=unroll`) wins over --unroll: -v says so.
+        notes = [] if any(arg.keyword and arg.keyword.value == "unroll" for arg in plan) else ["unroll kept as written"]
         if levels is not None and "levels" not in resolved.keyword_only:
             notes.append(f"levels not written: {resolved.qualified_name} takes none")
             if self._warn is not None:
