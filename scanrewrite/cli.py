@@ -58,7 +58,9 @@ def _paths_for_root(paths: tuple[str, ...], stdin_filename: str | None) -> list[
 
 def _read_pyproject(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Load `[tool.scanrewrite]` from `--config FILE`, else from the project's `pyproject.toml`,
-    into click's `default_map`, so that options given on the command line win."""
+    into click's `default_map`, so that options given on the command line win. The file read,
+    or None where none was named and the project's has no `[tool.scanrewrite]` table."""
+    named = value is not None
     if value is None:
         root = find_project_root(_paths_for_root(ctx.params.get("paths", ()), ctx.params.get("stdin_filename")))
         found = find_pyproject(root)
@@ -70,6 +72,8 @@ def _read_pyproject(ctx: click.Context, param: click.Parameter, value: str | Non
         table = read_config(value)
     except FileError as exc:
         raise ConfigError(f"{where}{'' if exc.line is None else f':{exc.line}'}: {exc.message}") from None
+    if not table and not named:
+        return None  # `-v` would name a file that configures nothing
     params = {param.name: param for param in ctx.command.params}
     defaults = {}
     for key, setting in table.items():

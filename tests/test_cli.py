@@ -522,3 +522,15 @@ def test_a_rewrite_that_does_not_parse_is_refused(monkeypatch):
         per_file.rewrite_checked(b"import jax\n\ny = jax.lax.scan(f, c, xs)\n", Mode())
     assert caught.value.line == 3
     assert "does not parse" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "named"),
+    [
+        pytest.param('[project]\nname = "pkg"\n', "none", id="no table"),
+        pytest.param("[tool.scanrewrite]\nunroll = 2\n", "pyproject.toml", id="a table"),
+    ],
+)
+def test_verbose_names_the_configuration_only_where_it_configures(project: Path, pyproject: str, named: str) -> None:
+    write(project, {"pyproject.toml": pyproject, "a.py": PLAIN})
+    assert invoke("-v", "a.py").stderr.splitlines()[0] == f"project root: .; configuration: {named}"
