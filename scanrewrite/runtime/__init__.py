@@ -79,6 +79,8 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
     # The program is one loop of `f` (traced once, replayed nowhere): `_staging` traces the
     # program itself instead of `f` first.
     whole = layout.rolled_chunk and (forward or checkpoint is False)
+    # What one call keeps, `jax.vmap` around it repeats; its trace of `f` cannot tell.
+    batch = _memory.batch_size((init, xs)) if layout.negligible_bytes else 1
 
     def build(get_f):
         def run(init, xs):
@@ -110,9 +112,12 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
             chunk_checkpoint = body.checkpoint if checkpoint is True and body.checkpoint is not None else checkpoint
             fitted = _memory.Fit(chunk_size(unroll, n))
             if layout.fit_chunk and chunk_checkpoint is True and 1 < fitted.size:
-                # Rolled, k only trades carries for residuals: build the chunks that keep no
+                # Rolled, k only trades carries for residuals: where the memory at stake is
+                # negligible, build the chunks that compile fastest, else those that keep no
                 # more and compile faster (`_memory`).
-                fitted = _memory.rolled_chunk_size(body, n, fitted.size, levels)
+                fitted = _memory.negligible(body, n, levels, batch, layout.negligible_bytes) or (
+                    _memory.rolled_chunk_size(body, n, fitted.size, levels)
+                )
             return _chunks.chunked(
                 body,
                 xs,
@@ -130,7 +135,7 @@ def _scan(f, init, xs, length, reverse, _split_transpose, settings):
 
         return run
 
-    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, *_settings_key(settings))
+    key = ("scan", length, reverse, _split_transpose, layout, constant_inputs, forward, batch, *_settings_key(settings))
     staged = _staging.staged(f, key, build, unstaged_once=layout.rolled_chunk, by_structure=True, whole=whole)
     return staged(init, xs)
 

@@ -177,6 +177,42 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
     return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
 
 
+def batch_size(tree: Any) -> int:
+    """How many times `jax.vmap` around the call repeats what one call keeps: the product of the
+    axes it maps the leaves of `tree` over (the largest of any leaf), through `jax.grad`'s and
+    `jax.jvp`'s tracers; 1 outside `vmap`. A traced step has the shapes of one example."""
+    most = 1
+    for leaf in jax.tree_util.tree_leaves(tree):
+        size = 1
+        while isinstance(leaf, jax.core.Tracer):
+            if hasattr(leaf, "primal"):  # jvp's and linearize's tracers
+                leaf = leaf.primal
+            elif hasattr(leaf, "batch_dim"):  # vmap's
+                if isinstance(leaf.batch_dim, int):
+                    size *= leaf.val.shape[leaf.batch_dim]
+                leaf = leaf.val
+            else:
+                break
+        most = max(most, size)
+    return most
+
+
+def negligible(body: _trace.Body, n: int, levels: Any, batch: int, limit: int) -> Fit | None:
+    """One step per chunk where the memory at stake is negligible, else None (the memory rule,
+    `fit`, decides). This is where the CPU trades memory for compile time.
+
+    At stake is what one step per chunk (`jax.lax.scan(jax.checkpoint(f))`) keeps for the
+    backward pass, by `kept`: `n` carries and one step's residuals, `batch` times (a `jax.vmap`
+    around the call, `batch_size`). It is the most that the memory rule could save, and where it
+    is `limit` bytes or less, one step per chunk is built whatever k: it compiles fastest under
+    `jax.grad` (faster than `jax.lax.scan`; chunks of more steps compile up to 1.6x longer than
+    `jax.lax.scan` eagerly, docs/benchmarks.md). None where `limit` is 0, where the step has no
+    jaxpr, and where `levels` nest one step per chunk (they keep `fit`'s choice)."""
+    if limit <= 0 or body.jaxpr is None or not _one_level(levels, n):
+        return None
+    return Fit(1) if batch * kept(n, 1, step_bytes(body)) <= limit else None
+
+
 def _one_level(levels: Any, chunks: int) -> bool:
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
 
