@@ -6,7 +6,8 @@ outer loop over `N // k` chunks, each chunk k steps of straight-line code (so XL
 schedule across steps), followed by the `N % k` leftover steps (the highest indices, or with
 `reverse=True` the lowest), also straight-line. (On XLA:CPU the steps of a chunk stay a rolled
 inner loop instead, and the leftover steps are a loop too: see `_chunks.layout`; there the chunks
-are ones that keep no more memory than k and compile faster: see `_memory`.) `f` is traced
+are ones that keep no more memory than k and compile faster, or where the memory at stake is
+negligible, one step each: see `_memory`.) `f` is traced
 once and its jaxpr replayed for every copy of the step (`_trace`). Each chunk is wrapped in
 `jax.checkpoint`, so the backward pass keeps
 about `N / k` carries plus the residuals of the one chunk it is recomputing, instead of the
@@ -162,7 +163,8 @@ def scan(
         stay rolled, a k between 1 and N with `checkpoint=True` and one level builds 1 or a
         divisor of N below k instead, or where k leaves steps over, blocks of a divisor of N
         whose steps are each checkpointed too, wherever that keeps no more memory by the
-        runtime's count of the step's carry and residuals (the numbers are the same).
+        runtime's count of the step's carry and residuals (the numbers are the same); and 1
+        wherever that keeps 1 MiB or less, which compiles fastest (`_memory.negligible`).
     - `_split_transpose`: As `jax.lax.scan` (forwarded to the outer loop).
     - `checkpoint`: `True` wraps each chunk (and the `N % k` leftover steps) in
         `jax.checkpoint`, so the backward pass recomputes it from its input carry. A policy

@@ -21,6 +21,9 @@ and leave no steps over: the backward pass recomputes a block's carries, then ea
 its residuals, which costs a forward pass more than chunks of k but compiles as fast as chunks
 that divide N (a loop of leftover steps compiles about as long as the chunks' backward pass).
 
+Where what one step per chunk keeps, kept(1), is negligible (`negligible`: 1 MiB or less on
+the CPU), none of this is worth its compile time: one step per chunk is built whatever k.
+
 The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
 equation whose derivative needs a value of the step keeps it (the tables below: `log` its
 input, `exp` its output, `tanh` a value of its own, a product each factor where the other has
