@@ -145,7 +145,8 @@ def test_fori_loop_with_a_traced_bound_is_jaxs():
 
 
 def test_fori_loop_with_known_bounds_is_chunked():
-    jaxpr = jax.make_jaxpr(lambda init: fori_loop(3, 10, body, init, unroll=3))(make_init())
+    with pinned_layout("fitted"):  # the memory rule: chunks, where the CPU's layout needs none
+        jaxpr = jax.make_jaxpr(lambda init: fori_loop(3, 10, body, init, unroll=3))(make_init())
     outer = next(eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan")  # then the leftover step
     assert outer.params["length"] == 7 // 3
 

@@ -72,7 +72,8 @@ def scan(
         stay rolled, a k between 1 and N with `checkpoint=True` and one level builds 1 or a
         divisor of N below k instead, or where k leaves steps over, blocks of a divisor of N
         whose steps are each checkpointed too, wherever that keeps no more memory by the
-        runtime's count of the step's carry and residuals. On accelerators, where a chunk is
+        runtime's count of the step's carry and residuals, and 1 wherever that keeps 1 MiB or
+        less, which compiles fastest (`_memory.negligible`). On accelerators, where a chunk is
         straight-line, it builds the largest size up to k that keeps no more memory than one
         step per chunk by that count (the numbers are the same whatever size is built).
         Passed by keyword, or by position as `jax.lax.scan`'s sixth argument (`_unroll`), which

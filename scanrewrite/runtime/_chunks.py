@@ -24,11 +24,22 @@ class Layout(NamedTuple):
     `fit_chunk`: chunks as long as `_plan.chunk_size` fits to the step for the requested k
     (rolled: one that keeps no more memory and compiles faster; straight-line: one that keeps no
     more memory than one step per chunk), instead of k itself.
+    `negligible_bytes`: with `fit_chunk`, where one step per chunk keeps at most this many
+    bytes for the backward pass, one step per chunk, which compiles fastest, whatever k
+    (`_memory.negligible`).
     """
 
     rolled_chunk: bool
     rolled_rest: bool
     fit_chunk: bool = False
+    negligible_bytes: int = 0
+
+
+#: On XLA:CPU, the memory at stake (what one step per chunk keeps for the backward pass, by
+#: `_memory`'s count) that no layout is worth saving: a CPU process that runs jax holds about
+#: 200 MB before it computes anything, and compiling a gradient adds about as much again
+#: (docs/runtime.md, "Where the memory cannot matter").
+NEGLIGIBLE_BYTES = 1 << 20
 
 
 # Tests and benchmarks pin a layout here; None picks it from the backend (`layout()`).
@@ -42,13 +53,14 @@ def layout() -> Layout:
     k straight-line steps whose LAPACK calls (a solve, a Cholesky) do not depend on each other
     are run concurrently by XLA:CPU, which can deadlock its intra-op thread pool
     (docs/limits.md). Rolled, the chunk size only trades carries for residuals, so it is
-    fitted to the step (`fit_chunk`). Accelerators get the straight-line chunk that unrolling
-    is for, fitted too: no larger than what keeps no more memory than one step per chunk.
+    fitted to the step (`fit_chunk`): where the memory at stake is `NEGLIGIBLE_BYTES` or less,
+    one step per chunk. Accelerators get the straight-line chunk that unrolling is for, fitted
+    too: no larger than what keeps no more memory than one step per chunk.
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
-    return Layout(rolled_chunk=rolled, rolled_rest=rolled, fit_chunk=True)
+    return Layout(rolled, rolled, fit_chunk=True, negligible_bytes=NEGLIGIBLE_BYTES if rolled else 0)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:

@@ -21,6 +21,9 @@ and leave no steps over: the backward pass recomputes a block's carries, then ea
 its residuals, which costs a forward pass more than chunks of k but compiles as fast as chunks
 that divide N (a loop of leftover steps compiles about as long as the chunks' backward pass).
 
+Where what one step per chunk keeps, kept(1), is negligible (`negligible`: 1 MiB or less on
+the CPU), none of this is worth its compile time: one step per chunk is built whatever k.
+
 The residual bytes are a lower bound, read off the step's jaxpr without tracing it again. An
 equation whose derivative needs a value of the step keeps it (the tables below: `log` its
 input, `exp` its output, `tanh` a value of its own, a product each factor where the other has
@@ -175,6 +178,42 @@ def step_bytes(body: _trace.Body) -> StepBytes | None:
     residuals = _residuals(jaxpr, set(jaxpr.invars), tangent, inline_checkpoints=inline)
     residuals -= set(jaxpr.invars[len(carry) :])
     return StepBytes(sum(_nbytes(v.aval) for v in carry), sum(_nbytes(v.aval) for v in residuals))
+
+
+def batch_size(tree: Any) -> int:
+    """How many times `jax.vmap` around the call repeats what one call keeps: the product of the
+    axes it maps the leaves of `tree` over (the largest of any leaf), through `jax.grad`'s and
+    `jax.jvp`'s tracers; 1 outside `vmap`. A traced step has the shapes of one example."""
+    most = 1
+    for leaf in jax.tree_util.tree_leaves(tree):
+        size = 1
+        while isinstance(leaf, jax.core.Tracer):
+            if hasattr(leaf, "primal"):  # jvp's and linearize's tracers
+                leaf = leaf.primal
+            elif hasattr(leaf, "batch_dim"):  # vmap's
+                if isinstance(leaf.batch_dim, int):
+                    size *= leaf.val.shape[leaf.batch_dim]
+                leaf = leaf.val
+            else:
+                break
+        most = max(most, size)
+    return most
+
+
+def negligible(body: _trace.Body, n: int, levels: Any, batch: int, limit: int) -> Fit | None:
+    """One step per chunk where the memory at stake is negligible, else None (the memory rule,
+    `fit`, decides). This is where the CPU trades memory for compile time.
+
+    At stake is what one step per chunk (`jax.lax.scan(jax.checkpoint(f))`) keeps for the
+    backward pass, by `kept`: `n` carries and one step's residuals, `batch` times (a `jax.vmap`
+    around the call, `batch_size`). It is the most that the memory rule could save, and where it
+    is `limit` bytes or less, one step per chunk is built whatever k: it compiles fastest under
+    `jax.grad` (faster than `jax.lax.scan`; chunks of more steps compile up to 1.6x longer than
+    `jax.lax.scan` eagerly, docs/benchmarks.md). None where `limit` is 0, where the step has no
+    jaxpr, and where `levels` nest one step per chunk (they keep `fit`'s choice)."""
+    if limit <= 0 or body.jaxpr is None or not one_level(levels, n):
+        return None
+    return Fit(1) if batch * kept(n, 1, step_bytes(body)) <= limit else None
 
 
 def one_level(levels: Any, chunks: int) -> bool:

@@ -50,6 +50,9 @@ class Request(NamedTuple):
     kind: str | None = None
     checkpoints: Any = None
     buffers: Any = None
+    #: How many times `jax.vmap` around the call repeats what one call keeps
+    #: (`_memory.batch_size`), where the layout weighs negligible memory; else 1.
+    batch: int = 1
 
     @property
     def whole(self) -> bool:
@@ -97,10 +100,12 @@ def request(api: str, settings: dict[str, Any], length: Any, reverse: bool, spli
         # Nothing around the call differentiates it, so nothing differentiates a scan inside `f`:
         # those build what they build on arrays, as this one does (`_trace.forward_only`).
         forward = _trace.forward_only((init, xs))
+    # What one call keeps, `jax.vmap` around it repeats; its trace of `f` cannot tell.
+    batch = _memory.batch_size((init, xs)) if layout.negligible_bytes else 1
     return Request(
         api, length, reverse, split_transpose, layout, constant_inputs, forward,
         settings["unroll"], settings["checkpoint"], settings.get("levels", 1), settings.get("store", 0),
-        kind, checkpoints, buffers,
+        kind, checkpoints, buffers, batch,
     )  # fmt: skip
 
 
@@ -196,6 +201,11 @@ def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tupl
     sizes = _memory.step_bytes(body)
     count = f"by the count of the step's residuals ({sizes.residuals} bytes a step, {sizes.carry} of carry)"
     if req.layout.rolled_chunk:
+        if _memory.negligible(body, n, req.levels, req.batch, req.layout.negligible_bytes):
+            at_stake = req.batch * _memory.kept(n, 1, sizes)
+            why = f"fitted to 1: what one step per chunk keeps ({at_stake} bytes: {n} carries and a step's "
+            why += f"residuals) is negligible, at most {req.layout.negligible_bytes} bytes, and it compiles fastest"
+            return _memory.Fit(1), "rolled layout (XLA:CPU): " + why
         fit = _memory.fit(n, k, req.levels, sizes)
         if fit.checkpoint_steps:
             why = f"fitted to blocks of {fit.size} checkpointed steps: chunks of {k} leave steps over, "
