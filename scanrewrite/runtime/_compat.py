@@ -1,4 +1,4 @@
-"""The jax APIs that differ across the releases the runtime supports (jax 0.4.38 to the newest).
+"""The jax APIs that differ across the releases the runtime supports (jax 0.4.31 to the newest).
 
 Every difference is handled here, by asking jax whether it has the newer API, never by comparing
 version numbers, so the rest of the runtime (and the tests) call one name on every release.
@@ -10,11 +10,11 @@ from typing import Any
 
 import jax
 import jax.extend.core
-from jax._src.interpreters import batching
 
 # `Literal` and `DropVar`: `jax.core` lost them and `jax.extend.core` lacks `DropVar` on older
 # releases; `jax._src.core` has both on every one.
 from jax._src import core as jax_core
+from jax._src.interpreters import batching
 
 __all__ = [
     "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "current_trace", "enable_x64", "is_eval_trace", "jax_core",

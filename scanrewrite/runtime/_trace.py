@@ -24,9 +24,16 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from scanrewrite.runtime._compat import (
-    ClosedJaxpr, current_trace, is_eval_trace, leading_slice, trace_of, trace_past_vmap, typeof,
-)  # fmt: skip
+    ClosedJaxpr,
+    current_trace,
+    is_eval_trace,
+    leading_slice,
+    trace_of,
+    trace_past_vmap,
+    typeof,
+)
 
 tree_util = jax.tree_util
 
