@@ -261,8 +261,8 @@ def test_override_state_is_left_when_the_block_raises():
 
 
 def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(monkeypatch):
-    """The path taken on a jax older than `jax.make_user_context` (0.4.38 is the floor this
-    degrades on): still correct, by clearing jax's caches, with a warning."""
+    """The path taken on a jax older than `jax.make_user_context` (0.4.31, the floor, and up to
+    about 0.7 degrade so): still correct, by clearing jax's caches, with a warning."""
     module = sys.modules["scanrewrite.runtime._override"]
     monkeypatch.setattr(module, "_STATE", None)
     monkeypatch.setattr(module, "_warned", False)

@@ -24,7 +24,7 @@ def _resolve(dotted):
     return getattr(obj, name)
 
 
-#: Options of newer Flax releases than the oldest supported (0.10.2), in the table.
+#: Options of newer Flax releases than the oldest supported (0.10.0), in the table.
 _NEWER_FLAX_OPTIONS = {"flax.nnx.scan": ("graph", "graph_updates")}
 
 

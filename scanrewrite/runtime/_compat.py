@@ -1,4 +1,4 @@
-"""The jax APIs that differ across the releases the runtime supports (jax 0.4.38 to the newest).
+"""The jax APIs that differ across the releases the runtime supports (jax 0.4.31 to the newest).
 
 Every difference is handled here, by asking jax whether it has the newer API, never by comparing
 version numbers, so the rest of the runtime (and the tests) call one name on every release.
@@ -14,10 +14,11 @@ import jax.extend.core
 # `Literal` and `DropVar`: `jax.core` lost them and `jax.extend.core` lacks `DropVar` on older
 # releases; `jax._src.core` has both on every one.
 from jax._src import core as jax_core
+from jax._src.interpreters import batching
 
 __all__ = [
-    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "enable_x64", "jax_core", "lax_unroll", "leading_slice",
-    "make_user_context", "typeof",
+    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "current_trace", "enable_x64", "is_eval_trace", "jax_core",
+    "lax_unroll", "leading_slice", "make_user_context", "trace_of", "trace_past_vmap", "typeof",
 ]  # fmt: skip
 
 #: A jaxpr with the values of its constants, as `jax.make_jaxpr` returns it: `ClosedJaxpr(jaxpr,
@@ -35,6 +36,10 @@ def bare_jaxpr(closed: Any) -> Any:
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval
+# Before jax 0.4.36 the abstract value of an array (or of a tracer of one, outside `jit`) was a
+# `ConcreteArray`, which holds the value and whose `update` takes no `shape`; `raise_to_shaped`
+# gives its `ShapedArray` (weak type kept), which is what newer jax's `get_aval` returns.
+_shaped = jax_core.raise_to_shaped if hasattr(jax_core, "ConcreteArray") else None
 
 
 def typeof(x: Any) -> Any:
@@ -43,7 +48,7 @@ def typeof(x: Any) -> Any:
 
     `jax.typeof` where jax has it; on older releases (jax 0.4.38 has none), `jax.core.get_aval`.
     """
-    return _typeof(x)
+    return _typeof(x) if _shaped is None else _shaped(_typeof(x))
 
 
 def leading_slice(aval: Any) -> Any:
@@ -93,3 +98,47 @@ def enable_x64(new_val: bool = True) -> Any:
     from jax.experimental import enable_x64 as experimental_enable_x64
 
     return experimental_enable_x64(new_val)
+
+
+# jax 0.4.36 made tracing "stackless": the trace an operation is made in is `trace_ctx.trace`, a
+# tracer's `_trace` is that trace, and a trace knows its `parent_trace`. Before (jax 0.4.35 and
+# older) traces stood on a stack of `MainTrace`s (the innermost transformation last), and a
+# tracer's `_trace` was a new `Trace` object per operation around its `main`: there a trace is
+# named by its `MainTrace`, and the one around it is the one below it on the stack.
+if hasattr(jax_core, "trace_ctx"):
+
+    def current_trace() -> Any:
+        """The trace that a jax operation made now is made in (innermost transformation)."""
+        return jax_core.trace_ctx.trace
+
+    def trace_of(tracer: Any) -> Any:
+        """The trace of `tracer`, as `current_trace` names it inside that transformation."""
+        return tracer._trace
+
+    def trace_past_vmap(trace: Any) -> Any:
+        """`trace`, or where it is `jax.vmap`'s, the first trace around it that is not."""
+        while isinstance(trace, batching.BatchTrace):
+            trace = trace.parent_trace
+        return trace
+
+    def is_eval_trace(trace: Any) -> bool:
+        """Whether `trace` is no transformation: operations run eagerly."""
+        return isinstance(trace, jax_core.EvalTrace)
+
+else:
+
+    def current_trace() -> Any:
+        return jax_core.thread_local_state.trace_state.trace_stack.stack[-1]
+
+    def trace_of(tracer: Any) -> Any:
+        return tracer._trace.main
+
+    def trace_past_vmap(trace: Any) -> Any:
+        stack = jax_core.thread_local_state.trace_state.trace_stack.stack
+        level = trace.level
+        while level > 0 and issubclass(stack[level].trace_type, batching.BatchTrace):
+            level -= 1
+        return stack[level]
+
+    def is_eval_trace(trace: Any) -> bool:
+        return issubclass(trace.trace_type, jax_core.EvalTrace)

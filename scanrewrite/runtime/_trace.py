@@ -24,9 +24,16 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax._src.interpreters import batching
 
-from scanrewrite.runtime._compat import ClosedJaxpr, jax_core, leading_slice, typeof
+from scanrewrite.runtime._compat import (
+    ClosedJaxpr,
+    current_trace,
+    is_eval_trace,
+    leading_slice,
+    trace_of,
+    trace_past_vmap,
+    typeof,
+)
 
 tree_util = jax.tree_util
 
@@ -87,7 +94,7 @@ _forward_traces: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVa
 
 
 def _in_forward_trace(tracer: Any) -> bool:
-    return any(tracer._trace is t for t in _forward_traces.get())
+    return any(trace_of(tracer) is t for t in _forward_traces.get())
 
 
 def forward_only(tree: Any) -> bool:
@@ -98,10 +105,8 @@ def forward_only(tree: Any) -> bool:
     whatever the leaves are."""
     if not undifferentiated(tree):
         return False
-    current = jax_core.trace_ctx.trace
-    while isinstance(current, batching.BatchTrace):
-        current = current.parent_trace
-    return isinstance(current, jax_core.EvalTrace) or any(current is t for t in _forward_traces.get())
+    current = trace_past_vmap(current_trace())
+    return is_eval_trace(current) or any(current is t for t in _forward_traces.get())
 
 
 def marked_forward(f: Callable) -> Callable:
@@ -112,7 +117,7 @@ def marked_forward(f: Callable) -> Callable:
 
     @functools.wraps(f, updated=())  # not `f`'s fields (an `equinox.Module`'s arrays)
     def step(carry, x):
-        token = _forward_traces.set((*_forward_traces.get(), jax_core.trace_ctx.trace))
+        token = _forward_traces.set((*_forward_traces.get(), current_trace()))
         try:
             return f(carry, x)
         finally:
