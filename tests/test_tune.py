@@ -106,7 +106,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     "tune() and the command with a budget, on each release: "
     "test_tune_verify.py::test_a_budget_pick_with_a_policy_and_levels_is_written_back"
 )
-def test_two_sites_end_to_end(project: Path):
+def test_two_sites_end_to_end(project: Path, monkeypatch: pytest.MonkeyPatch):
+    # Tiny steps, whose memory the CPU would weigh as negligible (one step per chunk at every k):
+    # weighed as a large step's, so that k decides the memory, as the test needs.
+    monkeypatch.setattr(scanrewrite.runtime._chunks, "NEGLIGIBLE_BYTES", 0)
     program = write(project, "two.py", TWO_SITES)
     fn, args = load(program, "two_first").factory()
     # A first run, without a budget, gives each candidate's compiled memory at the first site.
@@ -337,6 +340,11 @@ def loss(ws, h):
 def factory():
     ws = jnp.stack([jnp.eye(8) * (0.5 + 0.1 * i) + 0.01 * i for i in range(4)])
     return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((8, 8)))
+
+
+# Tiny steps, whose memory the CPU would weigh as negligible (one step per chunk at every k):
+# weighed as a large step's, so that k decides the memory, as the test needs.
+scanrewrite.runtime._chunks.NEGLIGIBLE_BYTES = 0
 '''
 #: The jitted partial's line; the line that calls the bound one (the partial is the line above).
 JITTED, BOUND = 17, 19
@@ -361,8 +369,9 @@ def test_a_scan_bound_with_partial_is_tuned_and_written_back_in_a_subprocess(pro
     source = PARTIALS.replace("step, unroll=1", f"step, unroll={written}")
     program.write_text(source)
 
-    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least]), "--keep-rewrites"]
-    command = [sys.executable, "-m", "scanrewrite.tune", "sampler.py:factory", "-q", *options, "--write"]
+    # No stored steps: a budget would otherwise spend on them, and one repeat picks by noise.
+    options = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--memory-budget", str(memory[least]), "--stores", ""]
+    command = [sys.executable, "-m", "scanrewrite.tune", "sampler.py:factory", "-q", *options, "--keep-rewrites", "--write"]
     result = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
