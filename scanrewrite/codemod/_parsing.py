@@ -20,6 +20,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from scanrewrite.codemod._splice import splice, statement_bounds
+from scanrewrite.codemod._walk import read_only_visits
 from scanrewrite.errors import InputError
 
 __all__ = ["Parsed", "SourceError", "node_lines", "no_collection", "python_tree", "top_level_indices"]
@@ -32,8 +33,9 @@ class SourceError(InputError):
 
 
 def no_collection(function: Callable) -> Callable:
-    """`function`, run with Python's cyclic garbage collector off (as it was found after),
-    and forgetting the tree `python_tree` kept, once it returns.
+    """`function`, run with Python's cyclic garbage collector off (as it was found after) and
+    libcst's walks of visitors read-only (`read_only_visits`: they build no node), and
+    forgetting the tree `python_tree` kept, once it returns.
 
     A parsed module is a million objects that live as long as the rewrite of it; each of
     the collector's full passes walks them all and frees none of them: a fifth of the time
@@ -43,7 +45,7 @@ def no_collection(function: Callable) -> Callable:
     @functools.wraps(function)
     def without_collection(*args: object, **kwargs: object) -> object:
         try:
-            with _collector_off():
+            with _collector_off(), read_only_visits():
                 return function(*args, **kwargs)
         finally:
             _LAST[:] = [None, None]  # (its tree would outlive the rewrite: memory)

@@ -28,10 +28,11 @@ import re
 from collections.abc import Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import GlobalScope, MetadataWrapper, Scope, ScopeProvider
+from libcst.metadata import GlobalScope, Scope
 
 from scanrewrite.codemod._parsing import python_tree
 from scanrewrite.codemod._splice import statement_groups, statement_start
+from scanrewrite.codemod._walk import scope_metadata
 from scanrewrite.targets import TARGETS
 from scanrewrite.wrappers import PARTIAL, WRAPPERS
 
@@ -119,12 +120,10 @@ def module_scopes(module: cst.Module, code: str, tree: ast.Module | None = None)
     tree = python_tree(code) if tree is None else tree
     kept = None if tree is None else _kept_statements(module, code, tree)
     if kept is None:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        return Scopes(wrapper.resolve(ScopeProvider), module, python_tree=tree)
+        return Scopes(scope_metadata(module), module, python_tree=tree)
     statements, read_elsewhere, starts = kept
     reduced = module.with_changes(body=statements)
-    wrapper = MetadataWrapper(reduced, unsafe_skip_copy=True)
-    return Scopes(wrapper.resolve(ScopeProvider), module, read_elsewhere, reduced, tree, starts)
+    return Scopes(scope_metadata(reduced), module, read_elsewhere, reduced, tree, starts)
 
 
 def _kept_statements(
