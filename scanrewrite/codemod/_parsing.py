@@ -12,7 +12,7 @@ import functools
 import gc
 import re
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -23,7 +23,7 @@ from scanrewrite.codemod._splice import splice, statement_bounds
 from scanrewrite.codemod._walk import read_only_visits
 from scanrewrite.errors import InputError
 
-__all__ = ["Parsed", "SourceError", "node_lines", "no_collection", "python_tree", "top_level_indices"]
+__all__ = ["Parsed", "SourceError", "no_collection", "node_lines", "python_nodes", "python_tree", "top_level_indices"]
 
 
 class SourceError(InputError):
@@ -199,6 +199,37 @@ def python_tree(code: str | bytes) -> ast.Module | None:
 
 #: The object `python_tree` last read, and its tree.
 _LAST: list = [None, None]
+
+
+def python_nodes(nodes: Iterable[ast.AST], bodies: bool = True) -> Iterator[ast.AST]:
+    """The nodes of the trees `nodes` (Python's parser's), as `ast.walk` gives them but in
+    no particular order and without the expression contexts (`ast.Load`, `ast.Store`, ...,
+    which a `Name`'s `ctx` tells): about twice as fast, for walks where order is no matter.
+    Without `bodies`, not into the body of a def, a class or a lambda (a scope of its own)."""
+    stack: list = list(nodes)
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node = pop()
+        if not isinstance(node, ast.AST):
+            continue  # (a list may hold names, or None: `Global.names`, `Dict.keys`)
+        yield node
+        kind = type(node)
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+        if not bodies and kind in _SCOPES:
+            fields = tuple(name for name in fields if name != "body")
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(value)
+            elif isinstance(value, ast.AST):
+                push(value)
+
+
+#: The fields of each node type that `python_nodes` descends into.
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCOPES = frozenset([ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda])
 
 
 def _python_syntax_error(source: bytes) -> tuple[int | None, str] | None:
