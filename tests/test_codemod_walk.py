@@ -126,6 +126,13 @@ class _Hooked(_Recorder):
     def leave_Param_annotation(self, node: cst.Param) -> None:
         self.calls.append(("leave Param.annotation", id(node), ""))
 
+    def visit_FormattedStringExpression_format_spec(self, node: cst.FormattedStringExpression) -> None:
+        # libcst calls it only where there is a format spec (`f"{a:>4}"`, not `f"{a}"`).
+        self.calls.append(("visit FormattedStringExpression.format_spec", id(node), ""))
+
+    def leave_ImportFrom_names(self, node: cst.ImportFrom) -> None:
+        self.calls.append(("leave ImportFrom.names", id(node), ""))
+
 
 class _Plain(_Recorder):
     """No attribute callback that does anything: the walk may leave them out."""

@@ -38,16 +38,20 @@ _LIBCST_VISIT = CSTNode.visit
 
 
 @functools.cache
-def _child_fields(cls: type[CSTNode]) -> tuple[str, ...]:
-    """The fields of a node class that its walk visits, in the order it visits them.
+def _child_fields(cls: type[CSTNode]) -> tuple[tuple[str, bool], ...]:
+    """The fields of a node class that its walk visits, in the order it visits them, each with
+    whether the walk passes it by, attribute callbacks and all, when it is None.
 
     Each class's `_visit_and_replace_children` calls `visit_required(self, "field", ...)` (or
     `visit_sequence`, `visit_optional`, ...) once per child field, in the source's order: the
-    field names are string constants of its code, in the order they first appear. (A test
-    checks that the callbacks come in libcst's order over the goldens and fixtures.)"""
+    field names are string constants of its code, in the order they first appear. A field it
+    first reads into a local variable is one it visits depending on its value (an f-string's
+    `format_spec` only where there is one). (Tests check that the callbacks come in libcst's
+    order over the goldens, the fixtures and libcst's own sources.)"""
     names = {field.name for field in dataclasses.fields(cls)}
     code = cls._visit_and_replace_children.__code__
-    return tuple(dict.fromkeys(const for const in code.co_consts if isinstance(const, str) and const in names))
+    found = dict.fromkeys(const for const in code.co_consts if isinstance(const, str) and const in names)
+    return tuple((name, name in code.co_varnames) for name in found)
 
 
 @functools.cache
@@ -76,16 +80,17 @@ def _read_only_visit(self: CSTNode, visitor: object) -> object:
     if hooks is None:
         return _LIBCST_VISIT(self, visitor)
     if visitor.on_visit(self):
-        for name in _child_fields(type(self)):
-            if hooks:
-                visitor.on_visit_attribute(self, name)
+        for name, conditional in _child_fields(type(self)):
             value = getattr(self, name)
+            callbacks = hooks and not (conditional and value is None)
+            if callbacks:
+                visitor.on_visit_attribute(self, name)
             if isinstance(value, CSTNode):
                 value.visit(visitor)
             elif isinstance(value, (tuple, list)):
                 for child in value:
                     child.visit(visitor)
-            if hooks:
+            if callbacks:
                 visitor.on_leave_attribute(self, name)
     visitor.on_leave(self)
     return self
