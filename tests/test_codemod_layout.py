@@ -31,6 +31,7 @@ IMPORTS_LAYERS = (
 #: Each part of the codemod may import only the parts before it (a subpackage as a whole), and
 #: the layout engine as a whole.
 LAYERS = (
+    "_walk",
     "_splice",
     "_parsing",
     "_scopes",

@@ -20,6 +20,8 @@ The parts, each importing only those before it (and the layout engine, `scanrewr
 a changed statement laid out as black and ruff format would, and `KeepLayout`, the transformer
 base of the rewrite, the revert and the write-back):
 
+- `_walk`: read-only walks of libcst trees (they build no node), and libcst's scopes
+  without its metadata wrapper's walks.
 - `_splice`: a transformed module's bytes, the input's where a statement was kept.
 - `_parsing`: bytes to a libcst module and back, byte for byte; line numbers.
 - `_scopes`: libcst's scopes, analysed over only the top-level statements that can matter.

@@ -28,10 +28,11 @@ import re
 from collections.abc import Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import GlobalScope, MetadataWrapper, Scope, ScopeProvider
+from libcst.metadata import GlobalScope, Scope
 
-from scanrewrite.codemod._parsing import python_tree
+from scanrewrite.codemod._parsing import python_nodes, python_tree
 from scanrewrite.codemod._splice import statement_groups, statement_start
+from scanrewrite.codemod._walk import scope_metadata
 from scanrewrite.targets import TARGETS
 from scanrewrite.wrappers import PARTIAL, WRAPPERS
 
@@ -119,12 +120,10 @@ def module_scopes(module: cst.Module, code: str, tree: ast.Module | None = None)
     tree = python_tree(code) if tree is None else tree
     kept = None if tree is None else _kept_statements(module, code, tree)
     if kept is None:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        return Scopes(wrapper.resolve(ScopeProvider), module, python_tree=tree)
+        return Scopes(scope_metadata(module), module, python_tree=tree)
     statements, read_elsewhere, starts = kept
     reduced = module.with_changes(body=statements)
-    wrapper = MetadataWrapper(reduced, unsafe_skip_copy=True)
-    return Scopes(wrapper.resolve(ScopeProvider), module, read_elsewhere, reduced, tree, starts)
+    return Scopes(scope_metadata(reduced), module, read_elsewhere, reduced, tree, starts)
 
 
 def _kept_statements(
@@ -144,7 +143,7 @@ def _kept_statements(
     words = [_words(group, lines) for _, group in groups]
     # Only a statement that says `import` holds one: the others need no walk.
     holding = (statement for (_, group), word in zip(groups, words) if "import" in word for statement in group)
-    for node in (node for statement in holding for node in ast.walk(statement)):
+    for node in python_nodes(holding):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if alias.name == "*":
@@ -208,7 +207,6 @@ def _binding(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, 
     return alias.asname or alias.name, f"{node.module}.{alias.name}"
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _DEFINITIONS = frozenset([ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef])
 #: The nodes other than a `Name` that `_bound_here` finds names bound by.
 _BINDERS = frozenset([ast.alias, ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.arg, ast.Global, ast.Nonlocal])
@@ -216,16 +214,13 @@ _BINDERS = frozenset([ast.alias, ast.ExceptHandler, ast.MatchAs, ast.MatchStar, 
 
 def _module_bindings(node: ast.AST) -> Iterator[str]:
     """The names `node` may bind at module level (a superset: a comprehension's targets too)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        yield node.name
-    if not isinstance(node, ast.arg):  # a parameter binds in its function's scope
-        yield from _bound_here(node)
-    for name, value in ast.iter_fields(node):
-        if isinstance(node, _SCOPES) and name == "body":
-            continue  # a def's, class's or lambda's body binds in a scope of its own
-        for child in value if isinstance(value, list) else [value]:
-            if isinstance(child, ast.AST):
-                yield from _module_bindings(child)
+    # Not into a def's, class's or lambda's body: it binds in a scope of its own.
+    for found in python_nodes([node], bodies=False):
+        kind = type(found)
+        if kind in _DEFINITIONS:
+            yield found.name
+        if kind is not ast.arg:  # a parameter binds in its function's scope
+            yield from _bound_here(found)
 
 
 def _bound_here(node: ast.AST) -> Iterator[str]:
@@ -249,20 +244,19 @@ def _plain_reads(group: list[ast.stmt], names: set[str]) -> set[str] | None:
     scope and writes none in a string (libcst reads names in a string annotation); else None.
     (Elsewhere a name is only a word: an attribute's, or a comment's.)"""
     read: set[str] = set()
-    for statement in group:
-        for node in ast.walk(statement):
-            kind = type(node)  # (by type: this walks most of a module's statements)
-            if kind is ast.Name:
-                if node.id in names:
-                    if not isinstance(node.ctx, ast.Load):
-                        return None
-                    read.add(node.id)
-            elif kind is ast.Constant:
-                if isinstance(node.value, str) and not names.isdisjoint(_WORD.findall(node.value)):
+    for node in python_nodes(group):  # (in any order: any one of the cases below decides)
+        kind = type(node)  # (by type: this walks most of a module's statements)
+        if kind is ast.Name:
+            if node.id in names:
+                if not isinstance(node.ctx, ast.Load):
                     return None
-            elif kind in _DEFINITIONS:
-                if node.name in names:
-                    return None
-            elif kind in _BINDERS and any(bound in names for bound in _bound_here(node)):
+                read.add(node.id)
+        elif kind is ast.Constant:
+            if isinstance(node.value, str) and not names.isdisjoint(_WORD.findall(node.value)):
                 return None
+        elif kind in _DEFINITIONS:
+            if node.name in names:
+                return None
+        elif kind in _BINDERS and any(bound in names for bound in _bound_here(node)):
+            return None
     return read
