@@ -172,6 +172,12 @@ def temp_bytes(loss, args) -> int:
     return jax.jit(grad).lower(*args).compile().memory_analysis().temp_size_in_bytes
 
 
+@pytest.mark.main_only(
+    "XLA:CPU schedules straight-line code (a layout only accelerators build) so that memory grows"
+    " with every stored step on newer releases only (jax 0.4.31: 5280, 5056, 4912 bytes at 2, 8, 12);"
+    " the fitted case runs on each release",
+    ids=["line"],
+)
 @pytest.mark.parametrize("layout", ["line", "fitted"])
 def test_memory_grows_with_store(layout):
     """XLA's compiled temp memory for the gradient: per-step checkpointing at store=0, then more
