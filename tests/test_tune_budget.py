@@ -5,7 +5,6 @@ asserts a timing."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import scanrewrite.runtime
 import scanrewrite.tune
 from scanrewrite.tune import Candidate
 from scanrewrite.tune._command import main
+from tests.test_tune import load
 from tests.treecheck import assert_trees_close
 
 HAS_STORE = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
@@ -53,15 +53,8 @@ def program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _factory(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.factory()
-
-
 def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
-    fn, args = _factory(program, "one_budget")
+    fn, args = load(program, "one_budget").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
     (site,) = report.sites
     rows = {str(row.candidate): row for row in site.rows}
@@ -79,7 +72,7 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
 
 
 def test_a_program_over_the_budget_that_spends_memory_is_not_timed(program: Path):
-    fn, args = _factory(program, "one_over")
+    fn, args = load(program, "one_over").factory()
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(4,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
     least = min(memory.values())
@@ -99,7 +92,7 @@ def test_a_fraction_of_the_devices_memory_needs_a_device_that_reports_it(program
 
 @pytest.mark.skipif(not HAS_STORE, reason="the runtime keeps no stored steps yet (store=)")
 def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(program: Path):
-    fn, args = _factory(program, "one_store")
+    fn, args = load(program, "one_store").factory()
     # A budget halfway between single steps and the for-loop's program.
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(1,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
@@ -113,7 +106,7 @@ def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(pro
     # reported and not compiled.
     assert "not compiled:" in tables
     after = program.read_text()
-    fn_after, args_after = _factory(program, "one_store_after")
+    fn_after, args_after = load(program, "one_store_after").factory()
     assert assert_trees_close(jax.jit(fn_after)(*args_after), jax.jit(fn)(*args), rtol=1e-5, atol=1e-6) == 3
     if "store=" in after:
         assert "unroll=1, store=" in after
