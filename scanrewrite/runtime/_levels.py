@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 from scanrewrite.runtime._chunks import in_blocks
+from scanrewrite.runtime._validate import is_int_at_least
 
 # `levels="auto"` picks the smallest level count whose backward pass keeps at most this many
 # carries (see `saved_carries`): a bound that does not grow with N, for one more forward
@@ -38,15 +39,8 @@ Loop = Callable[[Callable, Any, Any, int], tuple[Any, Any]]
 
 def check(levels: Any) -> None:
     """Raise a `ValueError` naming `levels` unless it is a positive int or `"auto"`."""
-    if isinstance(levels, str) and levels == "auto":
-        return
-    if not isinstance(levels, bool):
-        try:
-            if operator.index(levels) >= 1:
-                return
-        except TypeError:
-            pass
-    raise ValueError(f"`levels` must be a positive int or 'auto', got {levels!r}")
+    if not (isinstance(levels, str) and levels == "auto") and not is_int_at_least(levels, 1):
+        raise ValueError(f"`levels` must be a positive int or 'auto', got {levels!r}")
 
 
 def _iroot(count: int, levels: int) -> int:

@@ -64,15 +64,20 @@ def check_unroll(unroll: Any, expected: str = "a bool or a non-negative int") ->
         raise ValueError(f"`unroll` must be {expected}, got {unroll!r}")
 
 
+def is_int_at_least(value: Any, least: int) -> bool:
+    """Whether `value` is an int (or has `__index__`), not a bool, and at least `least`."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return operator.index(value) >= least
+    except TypeError:
+        return False
+
+
 def check_store(store: Any) -> None:
     """Raise a `ValueError` naming `store` unless it is an int >= 0 (not a bool)."""
-    if not isinstance(store, bool):
-        try:
-            if operator.index(store) >= 0:
-                return
-        except TypeError:
-            pass
-    raise ValueError(f"`store` must be a non-negative int (the steps whose residuals are kept), got {store!r}")
+    if not is_int_at_least(store, 0):
+        raise ValueError(f"`store` must be a non-negative int (the steps whose residuals are kept), got {store!r}")
 
 
 def check_checkpoint(checkpoint: Any) -> None:
