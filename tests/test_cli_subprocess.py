@@ -182,6 +182,7 @@ print(json.dumps([jax.tree.map(lambda a: a.tolist(), out) for out in (integrate(
 def test_a_bound_scan_called_with_unroll_by_position_runs_as_the_original(tmp_path: Path) -> None:
     """The rewrite gives the partial `unroll=4`; the call's own unroll, by position, does not
     collide with it, and the rewritten program prints the original's numbers."""
+    pytest.importorskip("jax", reason="the programs run jax (the command itself never imports it)")
     import numpy as np
 
     write(tmp_path, {"bound.py": BOUND_SCAN})

@@ -35,6 +35,12 @@ def test_the_accelerators_layout_is_fitted():
     assert _chunks.Layout(rolled_chunk=False, rolled_rest=False, fit_chunk=True) == LAYOUTS["line"]
 
 
+@pytest.mark.main_only(
+    "XLA:CPU's schedule of straight-line code (a layout only accelerators build) keeps chunks of 4"
+    " over 64 steps within per-step checkpointing's memory on newer releases (jax 0.6.2: 3328 bytes"
+    " against 3136); the fit's choice and reason on every release by the mlp-16 and wide cases",
+    ids=["mlp-64-4-keeps-4", "mlp-64-8-builds-4"],
+)
 @pytest.mark.parametrize(
     "make_step, n, k, built",
     [

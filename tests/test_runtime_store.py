@@ -180,7 +180,7 @@ def temp_bytes(loss, args) -> int:
 )
 @pytest.mark.parametrize("layout", ["line", "fitted"])
 def test_memory_grows_with_store(layout):
-    """XLA's compiled temp memory for the gradient: per-step checkpointing at store=0, then more
+    """XLA's compiled temp memory for the gradient: no more than per-step checkpointing at store=0, then more
     for every step stored. On the straight-line layout storing all 16 steps keeps no more than
     not checkpointing (`jax.lax.scan`). On the CPU's rolled layout store=N is `jax.lax.scan` of
     the step itself, while fewer stored steps split the loop in two, whose slices of `xs` and
@@ -191,8 +191,11 @@ def test_memory_grows_with_store(layout):
     plain = temp_bytes(loss_of(jax.lax.scan, mlp_step), args)
     with pinned_layout(layout):
         temp = {s: temp_bytes(loss_of(scan, mlp_step, unroll=1, store=s), args) for s in (0, 2, 8, 12, n)}
-    assert temp[0] == per_step, temp
-    assert temp[0] < temp[2] < temp[8] < temp[12], temp
+    # No more than `jax.lax.scan(jax.checkpoint(f))` (equal on jax 0.10.2; 64 bytes less on 0.12.1).
+    assert temp[0] <= per_step, (temp, per_step)
+    # Storing keeps more than recomputing, and more stored steps never less (by how much, and
+    # whether 8 and 12 differ at all, is XLA's schedule: jax 0.12.1 keeps 9984 bytes for both).
+    assert temp[0] < temp[2] <= temp[8] <= temp[12], temp
     if layout == "line":
         assert temp[12] <= temp[n] <= plain, (temp, plain)
     else:
