@@ -26,17 +26,11 @@ searched as text: `scanrewrite-plugins` does not name `scanrewrite`. A project t
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from scanrewrite.files import display_path
+from scanrewrite.files import display_path, load_toml
 from scanrewrite.targets import TARGETS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 #: The distribution whose extras the rewritten code needs.
 DISTRIBUTION = "scanrewrite"
@@ -157,14 +151,6 @@ def _lists_dependencies(document: dict) -> bool:
     return isinstance(poetry, dict) and isinstance(poetry.get("dependencies"), dict)
 
 
-def _load(path: Path) -> dict | None:
-    try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-
-
 def named_extras(document: dict | None) -> frozenset[str] | None:
     """The extras of `scanrewrite` that a project's `pyproject.toml`, read as `document`,
     names (together, in the places the module docstring lists), or None where it does not
@@ -186,7 +172,7 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     (`... to the optional dependencies that bring in jax (flax, all) in pyproject.toml`), with
     the extras missing where the project names `scanrewrite` without them; None when the project's `pyproject` (None: it has none) names every extra needed."""
     apis = set(apis)
-    document = _load(pyproject) if pyproject is not None else None
+    document = load_toml(pyproject) if pyproject is not None else None
     extras = needed_extras(apis)
     named = named_extras(document)
     missing = [extra for extra in extras if named is None or extra not in named]

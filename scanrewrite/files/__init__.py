@@ -13,6 +13,7 @@ from scanrewrite.files._project import (
     find_pyproject,
     first_party_names,
     formatter_line_length,
+    load_toml,
     read_config,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "find_pyproject",
     "first_party_names",
     "formatter_line_length",
+    "load_toml",
     "is_notebook",
     "read_config",
     "read_source",

@@ -77,8 +77,8 @@ def formatter_line_length(root: Path) -> int:
     (which may be there for the linter only). A file that cannot be read counts as
     absent: this only lays out lines.
     """
-    ruff_file = next((_toml(root / name) for name in (".ruff.toml", "ruff.toml") if os.path.isfile(root / name)), None)
-    tool = (_toml(root / "pyproject.toml") or {}).get("tool", {})
+    ruff_file = next((load_toml(root / name) for name in (".ruff.toml", "ruff.toml") if os.path.isfile(root / name)), None)
+    tool = (load_toml(root / "pyproject.toml") or {}).get("tool", {})
     ruff = ruff_file if ruff_file is not None else tool.get("ruff", {})
     black = tool.get("black") or tool.get("pyink") or {}
     ruff_length, black_length = _length(ruff), _length(black)
@@ -87,7 +87,8 @@ def formatter_line_length(root: Path) -> int:
     return black_length
 
 
-def _toml(path: Path) -> dict | None:
+def load_toml(path: Path) -> dict | None:
+    """The TOML document at `path`, or None where it cannot be read or is not valid TOML."""
     try:
         with open(path, "rb") as file:
             return tomllib.load(file)
