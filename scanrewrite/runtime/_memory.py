@@ -221,8 +221,6 @@ def one_level(levels: Any, chunks: int) -> bool:
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
 
 
-_one_level = one_level
-
 
 class Fit(NamedTuple):
     """The chunks to build: `size` steps each, and with `checkpoint_steps` every step of a chunk
@@ -259,10 +257,10 @@ def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
 
     Each comparison holds for the true residuals wherever it holds for the lower bound: a
     candidate keeps fewer residuals than k does (d < k steps' worth, or one step's)."""
-    if not _one_level(levels, n // k):
+    if not one_level(levels, n // k):
         return Fit(k)
     budget = kept(n, k, sizes)
-    fits = [d for d in range(1, k) if n % d == 0 and _one_level(levels, n // d) and kept(n, d, sizes) <= budget]
+    fits = [d for d in range(1, k) if n % d == 0 and one_level(levels, n // d) and kept(n, d, sizes) <= budget]
     if 1 in fits:  # `jax.lax.scan(jax.checkpoint(f))`, which compiles fastest
         return Fit(1)
     if fits:
@@ -272,7 +270,7 @@ def fit(n: int, k: int, levels: Any, sizes: StepBytes) -> Fit:
     blocks = [
         b
         for b in range(2, n)
-        if n % b == 0 and _one_level(levels, n // b) and kept_in_blocks(n, b, sizes) <= budget
+        if n % b == 0 and one_level(levels, n // b) and kept_in_blocks(n, b, sizes) <= budget
     ]
     if blocks:
         return Fit(min(blocks, key=lambda b: (kept_in_blocks(n, b, sizes), -b)), checkpoint_steps=True)
