@@ -221,7 +221,6 @@ def one_level(levels: Any, chunks: int) -> bool:
     return _levels.built_levels(chunks, _levels.resolve(levels, chunks)) == 1
 
 
-
 class Fit(NamedTuple):
     """The chunks to build: `size` steps each, and with `checkpoint_steps` every step of a chunk
     in `jax.checkpoint` of its own as well (blocks of checkpointed steps, see `fit`)."""
