@@ -362,7 +362,7 @@ def test_one_step_per_chunk_keeps_what_lax_scan_of_checkpoint_keeps(layout):
     """k = 1 (asked for, or fitted) is `jax.lax.scan(jax.checkpoint(f))`: no axis of one
     around the slices, which made XLA keep a copy of their cotangent (5.8x the memory here)."""
     args = make_case(mlp_step, 64)
-    checkpointed = lambda f, h, xs: jax.lax.scan(jax.checkpoint(f, prevent_cse=False), h, xs)
+    checkpointed = lambda f, h, xs: jax.lax.scan(jax.checkpoint(f), h, xs)
     temp = {}
     for name, loss in [("runtime", loss_of(scan, mlp_step, unroll=1)), ("lax", loss_of(checkpointed, mlp_step))]:
         with pinned_layout(layout):

@@ -157,7 +157,7 @@ def test_the_compiled_memory_on_both_sides(make_step, n, k, rule, argnums):
     and the two differ (the test can tell)."""
     args = make_case(make_step, n)
     at = at_stake(make_step, n, argnums)
-    checkpointed = lambda f, h, xs: jax.lax.scan(jax.checkpoint(f, prevent_cse=False), h, xs)
+    checkpointed = lambda f, h, xs: jax.lax.scan(jax.checkpoint(f), h, xs)
 
     def temp(scan_impl, **kwargs):
         grad = jax.grad(loss_of(scan_impl, make_step, **kwargs), argnums=argnums)  # new to jit's cache

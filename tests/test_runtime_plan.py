@@ -27,7 +27,7 @@ def temp_bytes(loss, args) -> int:
 
 
 def per_step(f, h, xs):
-    return jax.lax.scan(jax.checkpoint(f, prevent_cse=False), h, xs)
+    return jax.lax.scan(jax.checkpoint(f), h, xs)
 
 
 def test_the_accelerators_layout_is_fitted():

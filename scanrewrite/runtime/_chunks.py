@@ -105,25 +105,27 @@ def chunked(
     lone_wrapper: Callable[[Callable], Callable] | None,
     steps_layout: Layout,
     *,
-    checkpoint_steps: bool = False,
+    step_wrapper: Callable[[Callable], Callable] = identity,
 ) -> tuple[Any, Any]:
     """Run `n > 0` steps of `body` as `n // k` chunks through `outer`, then the `n % k` left over.
 
     `outer(chunk, carry, chunked_xs, chunks)` loops over the chunks, each in `chunk_wrapper`.
     One chunk of all `n` steps runs in `lone_wrapper`, with no loop around it (unless
     `lone_wrapper` is None). The leftover steps run after the chunks: straight-line in
-    `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`. With
-    `checkpoint_steps`, each step of a chunk is in `chunk_wrapper` too (`_memory.Fit`).
+    `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`. Each step of a
+    chunk, and each straight-line leftover step, is in `step_wrapper` (`_memory.Fit`). One step
+    per chunk is the step in `lone_wrapper` (or `chunk_wrapper`) through `outer`.
     """
     chunks, rest = divmod(n, k)
-    step = chunk_wrapper(body.step) if checkpoint_steps else body.step
+    step = step_wrapper(body.step)
     chunk = steps(step, k, reverse, steps_layout.rolled_chunk)
     if chunks == 1 and rest == 0 and lone_wrapper is not None:
         return lone_wrapper(chunk)(body.init, xs)
     if k == 1:
         # The step itself, as `jax.lax.scan(jax.checkpoint(f))` has it: a chunk's axis of one
-        # around every x and y made XLA keep a copy of the xs' cotangent.
-        return outer(chunk_wrapper(body.step), body.init, xs, n)
+        # around every x and y made XLA keep a copy of the xs' cotangent, and `prevent_cse=False`
+        # 29 MiB more of the GPT-style stack on a TPU v5e (docs/benchmarks.md).
+        return outer((lone_wrapper or chunk_wrapper)(body.step), body.init, xs, n)
     wrapped = chunk_wrapper(chunk)
     if steps_layout.rolled_rest:
         # One loop whose steps are checkpointed each: XLA compiles one differentiated step for
@@ -131,7 +133,7 @@ def chunked(
         step = chunk_wrapper(body.step)
         leftover = lambda carry, rest_xs: jax.lax.scan(step, carry, rest_xs, rest, reverse)
     else:
-        leftover = (lone_wrapper or identity)(steps(body.step, rest, reverse, False))
+        leftover = (lone_wrapper or identity)(steps(step, rest, reverse, False))
     return in_blocks(
         body.init, xs, n, k, reverse, lambda carry, chunked_xs: outer(wrapped, carry, chunked_xs, chunks), leftover
     )

@@ -223,10 +223,12 @@ def one_level(levels: Any, chunks: int) -> bool:
 
 class Fit(NamedTuple):
     """The chunks to build: `size` steps each, and with `checkpoint_steps` every step of a chunk
-    in `jax.checkpoint` of its own as well (blocks of checkpointed steps, see `fit`)."""
+    in `jax.checkpoint` of its own as well (blocks of checkpointed steps, see `fit`); without
+    `checkpoint_chunks`, only the steps are (a policy per step, `_plan.chunk_size`)."""
 
     size: int
     checkpoint_steps: bool = False
+    checkpoint_chunks: bool = True
 
 
 def rolled_chunk_size(body: _trace.Body, n: int, k: int, levels: Any) -> Fit:

@@ -134,6 +134,8 @@ class Plan(NamedTuple):
     chunk: int
     #: Each step of a chunk is checkpointed too (blocks of checkpointed steps, `_memory.Fit`).
     checkpoint_steps: bool
+    #: Each chunk is checkpointed (not where only its steps are: a policy per step).
+    checkpoint_chunks: bool
     #: What checkpoints each chunk: True, False, a policy; equinox's loop for `Program.EQUINOX`.
     checkpoint: Any
     #: The last steps in loop order whose residuals are kept (not checkpointed).
@@ -155,7 +157,7 @@ class Plan(NamedTuple):
             layout = "rolled" if self.layout.rolled_chunk else "straight-line"
             what = f"{self.program.value} of {self.chunk} {layout} steps (asked {self.requested})"
             if self.checkpoint_steps:
-                what += ", each step checkpointed too"
+                what += ", each step checkpointed too" if self.checkpoint_chunks else ", each step checkpointed alone"
             what += f", checkpoint={_name(self.checkpoint)}, levels={self.levels}"
         what += f", store={self.store} of {self.steps}"
         return f"{what}. Why: " + "; ".join(self.reasons) + "."
@@ -172,7 +174,7 @@ def _why_staged(req: Request) -> str:
 
 def loop_plan(req: Request, n: int, why: str) -> Plan:
     """The plan of a call built as `jax.lax.scan` of its step, for the reason `why`."""
-    return Plan(req.api, Program.LOOP, n, 1, 1, False, False, 0, 1, req.layout, req.staging,
+    return Plan(req.api, Program.LOOP, n, 1, 1, False, True, False, 0, 1, req.layout, req.staging,
                 (why, _why_staged(req)))  # fmt: skip
 
 
@@ -184,7 +186,8 @@ def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tupl
     `checkpoint=True` and one level, on the rolled layout (XLA:CPU) the size that keeps no more
     memory than k and compiles faster (`_memory.rolled_chunk_size`); on the straight-line layout
     (accelerators) the largest size up to k that keeps no more memory than one step per chunk,
-    `jax.lax.scan(jax.checkpoint(f))` (`_memory.line_chunk_size`)."""
+    `jax.lax.scan(jax.checkpoint(f))` (`_memory.line_chunk_size`), and with a policy at one
+    level, chunks of k whose steps are each checkpointed with it (the chunks are not)."""
     k = requested_chunk_size(req.unroll, n)
     if req.kind == "checkpointed":
         return _memory.Fit(k), f"chunks of {k} as asked: equinox's loop over them checkpoints"
@@ -192,6 +195,14 @@ def chunk_size(req: Request, body: _trace.Body, n: int, checkpoint: Any) -> tupl
         return _memory.Fit(1), "one step per chunk as asked: jax.lax.scan(jax.checkpoint(f))"
     if not req.layout.fit_chunk:
         return _memory.Fit(k), f"chunks of {k} as asked (a layout pinned without fitting)"
+    policy = checkpoint is not True and checkpoint is not False
+    if policy and not req.layout.rolled_chunk and _memory.one_level(req.levels, n // k):
+        # A policy saves the same values of a step around it as around its chunk, and the
+        # backward pass then recomputes one step at a time instead of a chunk's: less memory,
+        # the same work: the for-loop's `jax.checkpoint(f, policy=...)` at `unroll=True`.
+        why = f"chunks of {k} as asked, each step checkpointed alone with the policy and the chunks not: "
+        why += "the policy saves the same values per step, and the backward pass recomputes a step at a time"
+        return _memory.Fit(k, checkpoint_steps=True, checkpoint_chunks=False), "straight-line layout: " + why
     if checkpoint is not True:
         return _memory.Fit(k), f"chunks of {k} as asked: the fit counts whole-chunk checkpoints, not a policy's"
     if body.jaxpr is None:
@@ -251,7 +262,7 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
             )
     rest = n - store
     if rest == 0:
-        return Plan(req.api, Program.CHUNKS, n, 0, 0, False, checkpoint, store, 0, req.layout, req.staging,
+        return Plan(req.api, Program.CHUNKS, n, 0, 0, False, True, checkpoint, store, 0, req.layout, req.staging,
                     (*reasons, "every step is stored: the for-loop's own program", _why_staged(req)))  # fmt: skip
     fit, why = chunk_size(req, body, rest, checkpoint)
     reasons.append(why)
@@ -265,5 +276,5 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
             reasons.append(f"{levels} levels over {chunks} chunks (levels={req.levels!r})")
     program = Program.EQUINOX if req.kind == "checkpointed" else Program.CHUNKS
     reasons.append(_why_staged(req))
-    return Plan(req.api, program, n, k, fit.size, fit.checkpoint_steps, checkpoint, store, levels, req.layout,
-                req.staging, tuple(reasons))  # fmt: skip
+    return Plan(req.api, program, n, k, fit.size, fit.checkpoint_steps, fit.checkpoint_chunks, checkpoint, store,
+                levels, req.layout, req.staging, tuple(reasons))  # fmt: skip

@@ -71,6 +71,7 @@ def _scan(req: _plan.Request, f: Callable, init: Any, xs: Any) -> tuple[Any, Any
         return _levels.nested(loop, chunk, carry, chunked_xs, chunks, levels, req.reverse, block_wrapper)
 
     def checkpointed(body, rest_xs, count):
+        chunks = plan.checkpoint if plan.checkpoint_chunks else False
         return _chunks.chunked(
             body,
             rest_xs,
@@ -78,12 +79,15 @@ def _scan(req: _plan.Request, f: Callable, init: Any, xs: Any) -> tuple[Any, Any
             plan.chunk,
             req.reverse,
             outer,
-            _chunks.wrapper(plan.checkpoint, prevent_cse=False),
+            _chunks.wrapper(chunks, prevent_cse=False),
             # Outside a loop, common-subexpression elimination could merge the recomputation
             # with the forward pass and keep the residuals after all.
-            _chunks.wrapper(plan.checkpoint, prevent_cse=True),
+            _chunks.wrapper(chunks, prevent_cse=True),
             req.layout,
-            checkpoint_steps=plan.checkpoint_steps,
+            # A step's recomputation is inside its chunk's, in a loop, or else straight-line.
+            step_wrapper=_chunks.wrapper(plan.checkpoint, prevent_cse=not plan.checkpoint_chunks)
+            if plan.checkpoint_steps
+            else _chunks.identity,
         )
 
     return _stored_last(body, xs, n, plan.store, req.reverse, req.layout, checkpointed)
