@@ -68,6 +68,11 @@ DEVICE_TESTS = (
     "tests/test_runtime_levels.py::test_vmap_and_jvp_eagerly",
     "tests/test_runtime_levels.py::test_levels_is_part_of_the_staging_key",
     "tests/test_runtime_levels.py::test_rewritten_program_with_levels_computes_the_same",
+    # Stored steps and a policy per step, in float32 (their float64 matrix stays on the CPU).
+    "tests/test_runtime_store.py::test_vmap_and_jvp",
+    "tests/test_runtime_store.py::test_checker_rejects_the_wrong_steps_stored",
+    "tests/test_runtime_store.py::test_eqxi_lax_fori_loop_and_map",
+    "tests/test_runtime_store.py::test_a_policy_on_the_straight_line_layout_checkpoints_each_step_alone",
     # Also left to CI, which runs them all: what repeats a test above on this device. The
     # fixtures the rewrite leaves unchanged run the original twice; the rolled layout is the
     # CPU's (an accelerator never builds it), and the eager lengths test runs it once more per

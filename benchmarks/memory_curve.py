@@ -83,6 +83,16 @@ class Shape:
     rtol: float | None = None
     #: Whether the loop runs over the (stacked, per-layer) parameters as its `xs`.
     params_as_xs: bool = False
+    #: The runtime's stored steps, where not `stores` (straight-line on an accelerator: few).
+    runtime_stores: tuple[int, ...] | None = None
+    #: Stored steps after steps checkpointed with the dots policy each (`unroll=True`), where
+    #: `straight_policies`.
+    policy_stores: tuple[int, ...] = ()
+    #: The runtime's chunks of k not checkpointed at all (`lax.scan(unroll=k)`'s program).
+    plain_ks: tuple[int, ...] = ()
+    #: Whether to build the hand-built stored points (where `store=` has not been seen to build
+    #: the same programs: on the GPT-style stack it has, to 2 MiB and 0.5 ms).
+    hand_built: bool = True
 
 
 # --- the workloads --------------------------------------------------------------------------
@@ -135,7 +145,12 @@ def gpt_shape(layers: int, batch: int, seq: int, width: int, heads: int, repeats
     title = f"GPT-style stack: {layers} layers, batch {batch}, seq {seq}, width {width}, {heads} heads, bfloat16"
     quarter = max(layers // 4, 1)
     stores = tuple(sorted({quarter, max(layers // 2, 1), max(layers - quarter, 1)}))
-    return Shape("gpt", title, layers, (2, 4), make, step, repeats, stores, rtol=5e-2, params_as_xs=True)
+    # A layer stored keeps about 0.47 GiB more than one checkpointed with the dots policy (TPU
+    # v5e, 16 layers): these fill a quarter, half and three quarters of the way from the
+    # checkpointed scan's memory to the for-loop's.
+    policy_stores = tuple(sorted({max(layers // 16, 1), max(layers * 3 // 8, 1), max(layers * 11 // 16, 1)}))
+    return Shape("gpt", title, layers, (2, 4), make, step, repeats, stores, rtol=5e-2, params_as_xs=True,
+                 policy_stores=policy_stores)  # fmt: skip
 
 
 def origin_shape(n: int, batch: int, seq: int, width: int, repeats: int) -> Shape:
@@ -150,7 +165,7 @@ def origin_shape(n: int, batch: int, seq: int, width: int, repeats: int) -> Shap
     title = f"origin block: shared, applied {n} times, batch {batch}, seq {seq}, width {width}, float32"
     quarter = max(n // 4, 1)
     stores = tuple(sorted({quarter, max(n // 2, 1), max(n - quarter, 1)}))
-    return Shape("origin", title, n, (2, 3, 4), make, step, repeats, stores)
+    return Shape("origin", title, n, (2, 3, 4), make, step, repeats, stores, policy_stores=stores)
 
 
 def gru_shape(n: int, batch: int, hidden: int, inputs: int, repeats: int) -> Shape:
@@ -180,19 +195,19 @@ def gru_shape(n: int, batch: int, hidden: int, inputs: int, repeats: int) -> Sha
     # for minutes.
     stores = tuple(sorted({max(n // 64, 1), max(n // 16, 1), max(n // 4, 1)}))
     return Shape("gru", title, n, (2, 4, 8, 16), make, step, repeats, stores, stored_straight=False,
-                 straight_policies=False)  # fmt: skip
+                 straight_policies=False, runtime_stores=stores[:2], plain_ks=(4, 16))  # fmt: skip
 
 
 SHAPES = {
-    "gpt": lambda: gpt_shape(16, 8, 1024, 1024, 16, repeats=8),
+    "gpt": lambda: dataclasses.replace(gpt_shape(16, 8, 1024, 1024, 16, repeats=8), hand_built=False),
     "origin": lambda: origin_shape(12, 16, 512, 512, repeats=10),
     "gru": lambda: gru_shape(1024, 16, 128, 64, repeats=10),
 }
 # Two steps, one k and one stored step each: the same path, a few dozen tiny compiles.
 SMOKE = {
-    "gpt": lambda: dataclasses.replace(gpt_shape(2, 1, 4, 8, 2, repeats=2), ks=(2,), stores=(1,)),
-    "origin": lambda: dataclasses.replace(origin_shape(2, 1, 4, 8, repeats=2), ks=(2,), stores=(1,)),
-    "gru": lambda: dataclasses.replace(gru_shape(2, 1, 4, 4, repeats=2), ks=(2,), stores=(1,)),
+    "gpt": lambda: dataclasses.replace(gpt_shape(2, 1, 4, 8, 2, repeats=2), ks=(2,), stores=(1,), policy_stores=(1,)),
+    "origin": lambda: dataclasses.replace(origin_shape(2, 1, 4, 8, repeats=2), ks=(2,), stores=(1,), policy_stores=(1,)),
+    "gru": lambda: dataclasses.replace(gru_shape(2, 1, 4, 4, repeats=2), ks=(2,), stores=(1,), runtime_stores=(1,), plain_ks=(2,)),
 }
 
 
@@ -243,13 +258,21 @@ def variants(shape: Shape) -> dict[str, Callable]:
             h, ys_tail = jax.lax.scan(step, h, tail, length=s)
         return h, _concat(ys_head, ys_tail)
 
-    for s in shape.stores:
-        found[f"hand-built: checkpoint {n - s}, store last {s}"] = functools.partial(stored, s=s)
+    if shape.hand_built:
+        for s in shape.stores:
+            found[f"hand-built: checkpoint {n - s}, store last {s}"] = functools.partial(stored, s=s)
     found["runtime k=1"] = functools.partial(runtime, unroll=1)
     found |= {f"runtime k={k}": functools.partial(runtime, unroll=k) for k in shape.ks}
+    found |= {f"runtime k={k}, checkpoint=False": functools.partial(runtime, unroll=k, checkpoint=False) for k in shape.plain_ks}
     found["runtime k=1, dots policy"] = functools.partial(runtime, unroll=1, checkpoint=DOTS)
     if HAS_STORE:
-        found |= {f"runtime store={s}": functools.partial(runtime, unroll=1, store=s) for s in shape.stores}
+        stores = shape.stores if shape.runtime_stores is None else shape.runtime_stores
+        found |= {f"runtime store={s}": functools.partial(runtime, unroll=1, store=s) for s in stores}
+        if shape.straight_policies:
+            # Each step checkpointed alone with the policy (the straight-line layout's rule), the last s stored.
+            found["runtime unroll=True, dots policy"] = functools.partial(runtime, unroll=True, checkpoint=DOTS)
+            found |= {f"runtime unroll=True, dots policy, store={s}": functools.partial(runtime, unroll=True, checkpoint=DOTS, store=s)
+                      for s in shape.policy_stores}  # fmt: skip
     found["runtime unroll=True, checkpoint=False"] = functools.partial(runtime, unroll=True, checkpoint=False)
     return found
 

@@ -58,9 +58,8 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
     report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
     (site,) = report.sites
     rows = {str(row.candidate): row for row in site.rows}
-    # The for-loop's program: one chunk of all 8 steps, nothing checkpointed.
-    assert "k=8, checkpoint=False" in rows
-    assert rows["k=8, checkpoint=False"].candidate == Candidate(8, "none")
+    # The for-loop's program: every one of the 8 steps stored, nothing checkpointed.
+    assert rows["k=8, store=8"].candidate == Candidate(8, store=8)
     chosen = next(row for row in site.rows if row.note == "pick")
     assert chosen.temp_bytes <= report.limit == report.whole[0].temp_bytes
     # The tuner says what it cost.
@@ -76,11 +75,11 @@ def test_a_program_over_the_budget_that_spends_memory_is_not_timed(program: Path
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(4,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
     least = min(memory.values())
-    assert memory["k=8, checkpoint=False"] > least, "the for-loop's program keeps more than the least"
+    assert memory["k=8, store=8"] > least, "the for-loop's program keeps more than the least"
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=least, stores=(4,))
-    row = next(row for row in report.sites[0].rows if str(row.candidate) == "k=8, checkpoint=False")
+    row = next(row for row in report.sites[0].rows if str(row.candidate) == "k=8, store=8")
     assert row.note == "over budget: not timed" and row.timing is None and row.temp_bytes > least
-    assert report.sites[0].pick != Candidate(8, "none")
+    assert report.sites[0].pick != Candidate(8, store=8)
 
 
 def test_a_fraction_of_the_devices_memory_needs_a_device_that_reports_it(program: Path):
@@ -96,7 +95,7 @@ def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(pro
     # A budget halfway between single steps and the for-loop's program.
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(1,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
-    budget = (memory["k=1"] + memory["k=8, checkpoint=False"]) // 2
+    budget = (memory["k=1"] + memory["k=8, store=8"]) // 2
     options = ["--ks", "1", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--memory-budget", str(budget)]
     result = CliRunner().invoke(main, ["-q", "one.py:factory", *options, "--stores", "1,2,4,6,7", "--write"])
     assert result.exit_code == 0, result.output
@@ -110,3 +109,16 @@ def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(pro
     assert assert_trees_close(jax.jit(fn_after)(*args_after), jax.jit(fn)(*args), rtol=1e-5, atol=1e-6) == 3
     if "store=" in after:
         assert "unroll=1, store=" in after
+
+
+def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):
+    """A step written as `jax.checkpoint(step)` (the runtime takes its checkpoint over): the
+    for-loop's program keeps every step's residuals, more than k = 1, where `checkpoint=False`
+    would have kept the user's per-step checkpoint; and the dots policy on every step is tried."""
+    program.write_text(ONE_SITE.replace("scanrewrite.runtime.scan(step,", "scanrewrite.runtime.scan(jax.checkpoint(step),"))
+    fn, args = load(program, "one_checkpointed").factory()
+    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(2,))
+    memory = {str(row.candidate): row.temp_bytes for row in report.sites[0].rows}
+    assert memory["k=8, store=8"] > memory["k=1"], memory
+    assert {"k=8, dots_with_no_batch_dims_saveable", "k=8, dots_with_no_batch_dims_saveable, store=2"} <= set(memory)
+    assert not any(row.differs for row in report.sites[0].rows)

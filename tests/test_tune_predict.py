@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scanrewrite.tune._predict import MARGIN, anchor, predict, prune
+from scanrewrite.tune._predict import MARGIN, anchor, bases, predict, prune
 from scanrewrite.tune._select import Candidate, spending
 
 MIB = 2**20
@@ -20,7 +20,7 @@ def test_memory_is_predicted_linear_in_the_stored_steps():
     assert predict(Candidate(1, store=8), MEASURED, 16) == 180 * MIB
     assert predict(Candidate(2, store=4), MEASURED, 16) == 145 * MIB
     # The for-loop's program stores every step.
-    assert predict(Candidate(16, "none"), MEASURED, 16) == 250 * MIB
+    assert predict(Candidate(16, store=16), MEASURED, 16) == 250 * MIB
     # Nothing tells: no anchor, or a k not compiled.
     assert predict(Candidate(1, store=8), {Candidate(1): 100 * MIB}, 16) is None
     assert predict(Candidate(3, store=8), MEASURED, 16) is None
@@ -30,7 +30,7 @@ def test_prune_leaves_out_what_is_predicted_over_the_budget():
     chosen, skipped = prune(SPENDING, MEASURED, 16, 150 * MIB)
     # k=1: store 4 (140) fits, 8 (180) does not; k=2: store 4 (145) fits; and store 1 of k=2.
     assert chosen == [Candidate(2, store=1), Candidate(1, store=4), Candidate(2, store=4)]
-    assert skipped[Candidate(16, "none")].startswith("not compiled: predicted 250.00 MiB")
+    assert skipped[Candidate(16, store=16)].startswith("not compiled: predicted 250.00 MiB")
     assert Candidate(1, store=12) in skipped and Candidate(2, store=8) in skipped
     # Within the margin a prediction is still compiled: XLA's memory is not exactly linear.
     chosen, _ = prune(SPENDING, MEASURED, 16, int(180 * MIB / (1 + MARGIN)) + 1)
@@ -41,7 +41,20 @@ def test_prune_compiles_only_the_two_largest_stores_that_fit_at_each_k():
     chosen, skipped = prune(SPENDING, MEASURED, 16, 10**6 * MIB)
     assert Candidate(1, store=12) in chosen and Candidate(1, store=8) in chosen
     assert skipped[Candidate(1, store=4)] == "not compiled: store=12 fits too and recomputes less"
-    assert Candidate(16, "none") in chosen
+    assert Candidate(16, store=16) in chosen
     # Without an anchor nothing is predicted: everything is compiled.
     chosen, skipped = prune(SPENDING, {Candidate(1): 100 * MIB}, 16, 1)
     assert chosen == [c for c in SPENDING] and skipped == {}
+
+
+def test_a_policy_per_step_is_compiled_first_and_its_stored_steps_predicted_from_it():
+    """The policy's program saves 2 MiB a step (132 MiB against k = 1's 100 over 16 steps), so
+    each step stored over it adds 10 - 2 = 8 MiB; before it is compiled nothing is predicted."""
+    policy = "dots_with_no_batch_dims_saveable"
+    found = spending([1], (1, 4, 8), 16, [policy])
+    assert bases(found, 16) == [Candidate(16, policy)]
+    assert predict(Candidate(16, policy, store=4), MEASURED, 16) is None
+    measured = {**MEASURED, Candidate(16, policy): 132 * MIB}
+    assert predict(Candidate(16, policy, store=4), measured, 16) == 164 * MIB
+    chosen, skipped = prune(found, measured, 16, 150 * MIB)
+    assert Candidate(16, policy, store=1) in chosen and Candidate(16, policy, store=8) in skipped

@@ -20,7 +20,7 @@ from scanrewrite.tune._select import (
     parse_stores,
     spending,
 )
-from scanrewrite.tune._select import default_stores
+from scanrewrite.tune._select import default_stores, spending_policies
 
 
 @pytest.mark.parametrize(
@@ -84,10 +84,19 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
             parse_stores(bad)
     found = spending([1, 2], (1, 8, 16), 16)
     assert [str(c) for c in found] == [
-        "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "k=16, checkpoint=False",
+        "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "k=16, store=16",
     ]
     assert spending([1], (1,), None) == []
     assert spending([1], (), 16) == []  # no stored steps, not every step either
+    # A policy per step, alone and with each stored count, before the for-loop.
+    found = spending([1], (1, 8), 16, spending_policies(["none", "checkpoint", "everything_saveable"]))
+    assert [str(c) for c in found] == [
+        "k=1, store=1", "k=1, store=8",
+        "k=16, dots_with_no_batch_dims_saveable", "k=16, dots_with_no_batch_dims_saveable, store=1",
+        "k=16, dots_with_no_batch_dims_saveable, store=8",
+        "k=16, everything_saveable", "k=16, everything_saveable, store=1", "k=16, everything_saveable, store=8",
+        "k=16, store=16",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

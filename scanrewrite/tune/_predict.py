@@ -9,7 +9,9 @@ may fit and win:
 - **One step's residuals**, r: the temp memory of k = 1 with one stored step, less that of
   k = 1 (both cheap to compile: one straight-line step). Storing s steps of chunks of k keeps
   about `temp(k) + s * r`, and the for-loop's program (every step stored) about
-  `temp(1) + (N - 1) * r`. XLA's temp memory is not exactly linear in s (buffers are shared
+  `temp(1) + (N - 1) * r`. With a policy per step (`unroll=N`), whose program is compiled
+  first (the `bases`), a stored step keeps r less what the policy saved of it:
+  `temp(N, policy) + s * (r - (temp(N, policy) - temp(1)) / N)`. XLA's temp memory is not exactly linear in s (buffers are shared
   and reused), so a candidate is left out only when its prediction exceeds the budget by more
   than `MARGIN`.
 - **May win**: of the stored counts predicted to fit at one k, the largest recomputes least,
@@ -37,8 +39,18 @@ def anchor(spending: Sequence[Candidate]) -> Candidate | None:
     return next((c for c in spending if c.unroll == 1 and c.store == 1), None)
 
 
+def bases(spending: Sequence[Candidate], length: int) -> list[Candidate]:
+    """The candidates of `spending` to compile before predicting the others: each policy per
+    step, without stored steps (its stored counts are predicted from it)."""
+    return [c for c in spending if _policy_loop(c, length) and not c.store]
+
+
+def _policy_loop(candidate: Candidate, length: int) -> bool:
+    return candidate.unroll == length and candidate.checkpoint not in (None, "none", "checkpoint")
+
+
 def is_for_loop(candidate: Candidate, length: int) -> bool:
-    return candidate.unroll == length and candidate.checkpoint == "none" and not candidate.store
+    return candidate.store == length
 
 
 def predict(candidate: Candidate, measured: Mapping[Candidate, int], length: int) -> int | None:
@@ -53,6 +65,9 @@ def predict(candidate: Candidate, measured: Mapping[Candidate, int], length: int
     base = measured.get(Candidate(candidate.unroll, candidate.checkpoint, candidate.levels))
     if not candidate.store or base is None:
         return None
+    if _policy_loop(candidate, length):
+        # A stored step no longer keeps what the policy saved of it.
+        return base + candidate.store * (per_step - max(base - first, 0) // length)
     return base + candidate.store * per_step
 
 

@@ -41,8 +41,8 @@ class Candidate:
     #: None: as the call wrote it; else an int >= 1 or `"auto"`.
     levels: int | str | None = None
     #: None: as the call wrote it (none stored); else the last steps whose residuals are kept
-    #: (`store=`). `unroll` = the scan's length with `checkpoint="none"` is the for-loop's
-    #: program (every step straight-line, nothing checkpointed).
+    #: (`store=`). `store` = the scan's length is the for-loop's program (every step
+    #: straight-line on an accelerator, nothing checkpointed).
     store: int | None = None
 
     @property
@@ -102,16 +102,32 @@ def candidates(
     return found + [ORIGINAL_SCAN] if original else found
 
 
-def spending(ks: Sequence[int], stores: Sequence[int], length: int | None) -> list[Candidate]:
+#: The policy that a memory budget tries per step besides those named (`SPENDING_POLICIES`).
+SPENDING_POLICY = "dots_with_no_batch_dims_saveable"
+
+
+def spending_policies(checkpoints: Sequence[str]) -> tuple[str, ...]:
+    """The policies a budget tries per step: `SPENDING_POLICY` and the policies named in
+    `checkpoints` (not `none` or `checkpoint`)."""
+    return tuple(dict.fromkeys([SPENDING_POLICY, *(c for c in checkpoints if c in CHECKPOINT_POLICIES)]))
+
+
+def spending(ks: Sequence[int], stores: Sequence[int], length: int | None, policies: Sequence[str] = ()) -> list[Candidate]:
     """The candidates that spend memory for speed, tried under a memory budget at a `scan`
     site of `length` steps: every k with each number of stored steps in `stores` below
-    `length` (the last steps' residuals kept instead of recomputed), and the for-loop's program
-    (`unroll=length, checkpoint=False`: every step straight-line, nothing recomputed, as if
-    every step were stored). No `stores`, no spending: neither."""
+    `length` (the last steps' residuals kept instead of recomputed); each of `policies` per
+    step (`unroll=length` with the policy: on an accelerator every step straight-line and
+    checkpointed alone with it), also with each number of stored steps; and the for-loop's
+    program (`store=length`: every step stored, straight-line on an accelerator, nothing
+    recomputed, also where `f` checkpoints itself, whose checkpoint the runtime takes over).
+    No `stores`, no spending: none of them."""
     if not length or not stores:
         return []
-    found = [Candidate(k, store=s) for s in dict.fromkeys(stores) if 0 < s < length for k in dict.fromkeys(ks) if k < length]
-    return found + [Candidate(length, "none")]
+    counts = [s for s in dict.fromkeys(stores) if 0 < s < length]
+    found = [Candidate(k, store=s) for s in counts for k in dict.fromkeys(ks) if k < length]
+    for policy in dict.fromkeys(policies):
+        found += [Candidate(length, policy), *(Candidate(length, policy, store=s) for s in counts)]
+    return found + [Candidate(length, store=length)]
 
 
 def default_stores(length: int | None) -> tuple[int, ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -10,12 +9,11 @@ from typing import Any, Protocol
 
 import jax
 
-import scanrewrite.runtime
 from scanrewrite.runtime._override import Site
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
-from scanrewrite.tune._predict import anchor, prune
+from scanrewrite.tune._predict import anchor, bases, prune
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._select import (
     DEFAULT_KS,
@@ -33,6 +31,7 @@ from scanrewrite.tune._select import (
     parse_policies,
     parse_stores,
     spending,
+    spending_policies,
 )
 from scanrewrite.tune._verify import Tolerance
 
@@ -129,9 +128,10 @@ def tune(
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
         (`"2GiB"`, an int), a fraction of lax.scan's (`"0.5x"`, `"50%"`), or a bare number up
         to 1 (`0.8`), a fraction of the device's memory. With a budget, `scan` sites also try
-        the programs that spend memory for speed: stored steps (`stores`, where the runtime
-        has `store`) and the for-loop's program (`unroll=N, checkpoint=False`); of those, only
-        the ones predicted to fit and win are compiled (`scanrewrite.tune._predict`).
+        the programs that spend memory for speed: stored steps (`stores`), the dots policy and
+        those named in `checkpoints` on every step (`unroll=N`), also with stored steps, and
+        the for-loop's program (`store=N`); of those, only the ones predicted to fit and win
+        are compiled (`scanrewrite.tune._predict`).
     - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
         quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
         the for-loop's program: nothing that spends memory.
@@ -183,7 +183,6 @@ def tune(
             "or map); rewrite its scans with `scanrewrite` first"
         )
     lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels or budget else {}
-    has_store = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
     spend: dict[Site, list[Candidate]] = {}
     tried = {}
     for site, settings in found.items():
@@ -201,8 +200,7 @@ def tune(
         if budget is not None and calls[site].api == "scan":
             length = lengths.get(site)
             counts = default_stores(length) if store_counts is None else store_counts
-            # Without `store` in the runtime, the for-loop's program alone (stored steps it cannot build).
-            spend[site] = [c for c in spending(ks, counts, length) if c not in tried[site] and (has_store or not c.store)]
+            spend[site] = [c for c in spending(ks, counts, length, spending_policies(checkpoints)) if c not in tried[site]]
     total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
@@ -246,8 +244,8 @@ def tune(
         skipped: dict[Candidate, str] = {}
         if spend.get(site) and limit is not None:
             first = anchor(spend[site])
-            if first is not None:
-                compile_one(first)
+            for candidate in [first, *bases(spend[site], lengths[site])] if first is not None else []:
+                compile_one(candidate)
             measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
             chosen, skipped = prune(spend[site], measured, lengths[site], limit)
             for candidate in chosen:
