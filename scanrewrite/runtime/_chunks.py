@@ -106,6 +106,7 @@ def chunked(
     steps_layout: Layout,
     *,
     step_wrapper: Callable[[Callable], Callable] = identity,
+    one_step_wrapper: Callable[[Callable], Callable] | None = None,
 ) -> tuple[Any, Any]:
     """Run `n > 0` steps of `body` as `n // k` chunks through `outer`, then the `n % k` left over.
 
@@ -114,7 +115,7 @@ def chunked(
     `lone_wrapper` is None). The leftover steps run after the chunks: straight-line in
     `lone_wrapper`, or rolled, as a loop of steps each in `chunk_wrapper`. Each step of a
     chunk, and each straight-line leftover step, is in `step_wrapper` (`_memory.Fit`). One step
-    per chunk is the step in `lone_wrapper` (or `chunk_wrapper`) through `outer`.
+    per chunk is the step in `one_step_wrapper` (by default `chunk_wrapper`) through `outer`.
     """
     chunks, rest = divmod(n, k)
     step = step_wrapper(body.step)
@@ -123,9 +124,8 @@ def chunked(
         return lone_wrapper(chunk)(body.init, xs)
     if k == 1:
         # The step itself, as `jax.lax.scan(jax.checkpoint(f))` has it: a chunk's axis of one
-        # around every x and y made XLA keep a copy of the xs' cotangent, and `prevent_cse=False`
-        # 29 MiB more of the GPT-style stack on a TPU v5e (docs/benchmarks.md).
-        return outer((lone_wrapper or chunk_wrapper)(body.step), body.init, xs, n)
+        # around every x and y made XLA keep a copy of the xs' cotangent.
+        return outer((one_step_wrapper or chunk_wrapper)(body.step), body.init, xs, n)
     wrapped = chunk_wrapper(chunk)
     if steps_layout.rolled_rest:
         # One loop whose steps are checkpointed each: XLA compiles one differentiated step for
