@@ -122,3 +122,17 @@ def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself
     assert memory["k=8, store=8"] > memory["k=1"], memory
     assert {"k=8, dots_with_no_batch_dims_saveable", "k=8, dots_with_no_batch_dims_saveable, store=2"} <= set(memory)
     assert not any(row.differs for row in report.sites[0].rows)
+
+
+def test_compiling_several_at_a_time_measures_the_same_programs(program: Path):
+    """`compile_threads`: the same candidates, temp memory and picks as one at a time (only the
+    compile times are each one among several), said in the report's last line."""
+    fn, args = load(program, "one_threads").factory()
+    kwargs = dict(ks=[1, 2], repeats=1, warmup=0, memory_budget="100x", stores=(2,))
+    one = scanrewrite.tune.tune(fn, args, **kwargs)
+    several = scanrewrite.tune.tune(fn, args, compile_threads=3, **kwargs)
+    memory = lambda report: [(str(row.candidate), row.temp_bytes) for row in report.sites[0].rows]  # noqa: E731
+    assert memory(several) == memory(one) and several.compiled == one.compiled
+    assert "programs compiled (3 at a time)" in several.table() and "at a time" not in one.table()
+    with pytest.raises(scanrewrite.tune.TuneError, match="`compile_threads` must be a positive int, got 0"):
+        scanrewrite.tune.tune(fn, args, compile_threads=0, **kwargs)

@@ -119,6 +119,9 @@ def _write_stdout(data: bytes) -> None:
 @click.option("--keep-rewrites", is_flag=True,
               help="Never pick the original scan at a site (by default a site where it is as fast, within "
               "the budget, is reverted to it).")
+@click.option("--compile-threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Programs XLA compiles at a time: more cut the tuner's wall time where compiling dominates "
+              "(straight-line programs on an accelerator), and make each compile time one among several.")
 @click.option("--rtol", type=click.FloatRange(min=0), default=None,
               help="Relative tolerance of the check that each configuration computes the original's numbers "
               "[default: by dtype, 1e-4 for float32, 1e-9 for float64].")
@@ -131,8 +134,8 @@ def _write_stdout(data: bytes) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
-def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, rtol, atol, diff, write,
-         check, quiet, color) -> None:
+def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, compile_threads, rtol,
+         atol, diff, write, check, quiet, color) -> None:
     """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
     FACTORY's function traces, on this machine's default jax device, check that each
     configuration computes the original's numbers, and pick the fastest within the memory
@@ -147,7 +150,8 @@ def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, k
         raise click.UsageError("--write and --check cannot be used together")
     options = dict(
         ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
-        memory_budget=memory_budget, stores="auto" if stores is None else stores, rtol=rtol, atol=atol,
+        memory_budget=memory_budget, stores="auto" if stores is None else stores, compile_threads=compile_threads,
+        rtol=rtol, atol=atol,
     )
     sys.exit(_run(target, options, diff, write, check, quiet, color))
 

@@ -9,6 +9,7 @@ its outputs, which are compared with the original's (`_verify`): the check costs
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import time
@@ -159,19 +160,54 @@ class Program:
 
     def compile(self, config: Config | str) -> Compiled:
         """`config` compiled (once: a second request returns the first result)."""
-        known = self._compiled.get(config)
-        if known is not None and (known.executable is not None or known.error is not None):
-            return known
-        try:
-            with applied(config):
+        return self.compile_all([config])[0]
+
+    def compile_all(
+        self, configs: Sequence[Config | str], threads: int = 1, done: Callable[[Compiled], None] = lambda result: None
+    ) -> list[Compiled]:
+        """`compile` of each of `configs`, in order, `done` told of each as it is finished.
+
+        Each is traced and lowered in turn (the overrides are global while a program traces),
+        and compiled by XLA `threads` at a time: with more than one, each compile time is the
+        wall time of one compile among several, longer than its own."""
+        results: list[Compiled | None] = []
+        lowered: dict[int, tuple[Any, float]] = {}
+        for i, config in enumerate(configs):
+            known = self._compiled.get(config)
+            if known is not None and (known.executable is not None or known.error is not None):
+                results.append(known)
+                continue
+            results.append(None)
+            try:
+                with applied(config):
+                    start = time.perf_counter()
+                    low = jax.jit(self._call).lower(self.inputs)
+                    lowered[i] = low, time.perf_counter() - start
+            except Exception as exc:  # a candidate that fails is reported in its row; others go on
+                results[i] = self._keep(config, Compiled(None, None, None, f"failed to compile: {_one_line(exc)}"))
+
+        def finish(i: int) -> Compiled:
+            low, lower_s = lowered[i]
+            try:
                 start = time.perf_counter()
-                executable = jax.jit(self._call).lower(self.inputs).compile()
-                compile_s = time.perf_counter() - start
-            analysis = executable.memory_analysis()
-            temp = None if analysis is None else int(analysis.temp_size_in_bytes)
-            result = Compiled(executable, compile_s, temp, program=_digest(executable))
-        except Exception as exc:  # a candidate that fails is reported in its row; others go on
-            result = Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
+                executable = low.compile()
+                compile_s = lower_s + time.perf_counter() - start
+                analysis = executable.memory_analysis()
+                temp = None if analysis is None else int(analysis.temp_size_in_bytes)
+                return Compiled(executable, compile_s, temp, program=_digest(executable))
+            except Exception as exc:  # noqa: BLE001 - as above
+                return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
+
+        with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
+            futures = {i: pool.submit(finish, i) for i in lowered}
+            for i, config in enumerate(configs):
+                if i in futures:
+                    results[i] = self._keep(config, futures[i].result())
+                done(results[i])
+        return results
+
+    def _keep(self, config: Config | str, result: Compiled) -> Compiled:
+        known = self._compiled.get(config)
         if known is not None:  # compiled again after `forget`: the first numbers stand
             result.compile_s, result.temp_bytes = known.compile_s, known.temp_bytes
         self._compiled[config] = result

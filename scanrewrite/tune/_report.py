@@ -138,6 +138,8 @@ class TuneReport:
     wall_s: float = 0.0
     compiled: int = 0
     not_compiled: int = 0
+    #: How many programs XLA compiled at a time (each compile time is then one among several).
+    compile_threads: int = 1
 
     @property
     def picks(self) -> dict[Site, Candidate]:
@@ -169,7 +171,8 @@ class TuneReport:
         parts.append("\n".join(whole + [row.cells(baseline) for row in self.whole]))
         if self.wall_s:
             left = f", {self.not_compiled} candidates not compiled (predicted over the budget, or beaten)" if self.not_compiled else ""
-            parts.append(f"tuned in {self.wall_s:.1f} s: {self.compiled} programs compiled{left}")
+            at_a_time = f" ({self.compile_threads} at a time)" if self.compile_threads > 1 else ""
+            parts.append(f"tuned in {self.wall_s:.1f} s: {self.compiled} programs compiled{at_a_time}{left}")
         return "\n\n".join(parts)
 
     def __str__(self) -> str:

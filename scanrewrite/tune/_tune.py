@@ -101,6 +101,7 @@ def tune(
     warmup: int = 1,
     memory_budget: str | int | float | Budget | None = None,
     stores: str | Sequence[int] = "auto",
+    compile_threads: int = 1,
     rtol: float | None = None,
     atol: float | None = None,
     progress: Progress | None = None,
@@ -135,6 +136,9 @@ def tune(
     - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
         quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
         the for-loop's program: nothing that spends memory.
+    - `compile_threads`: how many candidates XLA compiles at a time (each is traced alone).
+        More cut the tuner's wall time where compiling dominates (straight-line programs on an
+        accelerator), and make each reported compile time that of one among several.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
         float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
     - `progress`: told the number of steps, then each step (see `Progress`).
@@ -165,6 +169,8 @@ def tune(
     budget = memory_budget if isinstance(memory_budget, (Budget, type(None))) else Budget.parse(memory_budget)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise TuneError(f"`repeats` must be a positive int, got {repeats!r}")
+    if isinstance(compile_threads, bool) or not isinstance(compile_threads, int) or compile_threads < 1:
+        raise TuneError(f"`compile_threads` must be a positive int, got {compile_threads!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise TuneError(f"`warmup` must be a non-negative int, got {warmup!r}")
     for name, value in (("rtol", rtol), ("atol", atol)):
@@ -233,23 +239,23 @@ def tune(
         held = {other: picks[other] for other in found if other != site and other in picks}
         compiled: list[tuple[Candidate, Compiled]] = []
 
-        def compile_one(candidate: Candidate) -> Compiled:
-            result = program.compile(_config({**held, site: candidate}, found))
-            compiled.append((candidate, result))
-            progress.advance(f"{os.path.basename(site.path)}:{site.line} {candidate}")
-            return result
+        def compile_these(candidates: Sequence[Candidate]) -> None:
+            names = iter(candidates)
+            results = program.compile_all(
+                [_config({**held, site: candidate}, found) for candidate in candidates],
+                compile_threads,
+                lambda _: progress.advance(f"{os.path.basename(site.path)}:{site.line} {next(names)}"),
+            )
+            compiled.extend(zip(candidates, results))
 
-        for candidate in tried[site]:
-            compile_one(candidate)
+        compile_these(tried[site])
         skipped: dict[Candidate, str] = {}
         if spend.get(site) and limit is not None:
             first = anchor(spend[site])
-            for candidate in [first, *bases(spend[site], lengths[site])] if first is not None else []:
-                compile_one(candidate)
+            compile_these([first, *bases(spend[site], lengths[site])] if first is not None else [])
             measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
             chosen, skipped = prune(spend[site], measured, lengths[site], limit)
-            for candidate in chosen:
-                compile_one(candidate)
+            compile_these(chosen)
             for _ in skipped:
                 progress.advance(f"{os.path.basename(site.path)}:{site.line} predicted")
             counts["skipped"] += len(skipped)
@@ -343,6 +349,7 @@ def tune(
         f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
         differing_flat, program.tolerance, picks_agree=not whole[-1].differs,
         wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=counts["skipped"],
+        compile_threads=compile_threads,
     )
 
 
