@@ -84,7 +84,8 @@ def _scan(req: _plan.Request, f: Callable, init: Any, xs: Any) -> tuple[Any, Any
             # with the forward pass and keep the residuals after all.
             _chunks.wrapper(chunks, prevent_cse=True),
             req.layout,
-            # A step's recomputation is inside its chunk's, in a loop, or else straight-line.
+            # A step in a checkpointed chunk is recomputed inside the chunk's loop; a step
+            # checkpointed alone is straight-line code, where the recomputation could merge.
             step_wrapper=_chunks.wrapper(plan.checkpoint, prevent_cse=not plan.checkpoint_chunks)
             if plan.checkpoint_steps
             else _chunks.identity,

@@ -9,11 +9,11 @@ may fit and win:
 - **One step's residuals**, r: the temp memory of k = 1 with one stored step, less that of
   k = 1 (both cheap to compile: one straight-line step). Storing s steps of chunks of k keeps
   about `temp(k) + s * r`, and the for-loop's program (every step stored) about
-  `temp(1) + (N - 1) * r`. With a policy per step (`unroll=N`), whose program is compiled
-  first (the `bases`), a stored step keeps r less what the policy saved of it:
-  `temp(N, policy) + s * (r - (temp(N, policy) - temp(1)) / N)`. XLA's temp memory is not exactly linear in s (buffers are shared
-  and reused), so a candidate is left out only when its prediction exceeds the budget by more
-  than `MARGIN`.
+  `temp(1) + (N - 1) * r`. With a policy on every step (`unroll=N`), whose program is
+  compiled first (the `bases`), a stored step keeps r less what the policy saved of it:
+  `temp(N, policy) + s * (r - (temp(N, policy) - temp(1)) / N)`. XLA's temp memory is not
+  exactly linear in s (buffers are shared and reused), so a candidate is left out only when
+  its prediction exceeds the budget by more than `MARGIN`.
 - **May win**: of the stored counts predicted to fit at one k, the largest recomputes least,
   and is taken to be the fastest: only it and the next smaller one (in case the largest turns
   out over the budget once compiled) are compiled.

@@ -102,7 +102,7 @@ def candidates(
     return found + [ORIGINAL_SCAN] if original else found
 
 
-#: The policy that a memory budget tries per step besides those named (`SPENDING_POLICIES`).
+#: The policy that a memory budget tries on every step, besides those named (`spending_policies`).
 SPENDING_POLICY = "dots_with_no_batch_dims_saveable"
 
 
