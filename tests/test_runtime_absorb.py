@@ -39,19 +39,25 @@ def wrapped_forms():
     }
 
 
-def checkpoints_in(jaxpr) -> int:
-    """The checkpoint equations in `jaxpr`, and in every jaxpr inside its equations."""
-    count = 0
+def checkpoint_eqns(jaxpr) -> list:
+    """The checkpoint equations in `jaxpr`, and in every jaxpr inside its equations, outermost first."""
+    found = []
     for eqn in jaxpr.eqns:
-        count += eqn.primitive.name in CHECKPOINT_PRIMITIVES
+        if eqn.primitive.name in CHECKPOINT_PRIMITIVES:
+            found.append(eqn)
         for param in eqn.params.values():
             for inner in param if isinstance(param, (tuple, list)) else (param,):
                 # A closed jaxpr (jaxpr and consts) or a jaxpr, read by their fields: their
                 # classes moved between the supported jax versions.
                 inner = getattr(inner, "jaxpr", inner) if hasattr(inner, "consts") else inner
                 if hasattr(inner, "eqns"):
-                    count += checkpoints_in(inner)
-    return count
+                    found += checkpoint_eqns(inner)
+    return found
+
+
+def checkpoints_in(jaxpr) -> int:
+    """How many checkpoint equations `jaxpr` holds (`checkpoint_eqns`)."""
+    return len(checkpoint_eqns(jaxpr))
 
 
 def loss(step, checkpoint, h, ws):

@@ -15,6 +15,7 @@ import scanrewrite.runtime
 from scanrewrite.runtime import _chunks, eqxi_scan, override, record_sites, scan
 from scanrewrite.runtime._compat import enable_x64
 from tests.test_runtime import LAYOUTS, POLICY, TOL, check_against_lax, make_inputs, make_step, pinned_layout
+from tests.test_runtime_absorb import checkpoint_eqns
 from tests.test_runtime_memory import loss_of, make_case, mlp_step
 from tests.treecheck import assert_trees_close
 
@@ -168,19 +169,6 @@ def test_storing_every_step_on_the_straight_line_layout_is_the_for_loop(store):
     assert assert_trees_close(run(init, xs), (carry, jnp.stack(ys)), **TOL["float32"]) == 3
 
 
-def remats(jaxpr) -> list:
-    """The `jax.checkpoint` equations of `jaxpr` and of every jaxpr inside it, outermost first."""
-    found = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in ("checkpoint", "remat", "remat2"):
-            found.append(eqn)
-        for param in eqn.params.values():
-            inner = getattr(param, "jaxpr", param)
-            if hasattr(inner, "eqns"):
-                found.extend(remats(inner))
-    return found
-
-
 @pytest.mark.parametrize("unroll, store", [(True, 0), (True, 2), (3, 0)], ids=["loop", "loop-store", "chunks"])
 def test_a_policy_on_the_straight_line_layout_checkpoints_each_step_alone(unroll, store):
     """With a policy, the accelerators' layout checkpoints each step of a chunk with it, as the
@@ -191,7 +179,7 @@ def test_a_policy_on_the_straight_line_layout_checkpoints_each_step_alone(unroll
     init, xs = make_inputs(N, "array", jnp.float32)
     run = lambda c, xs: scan(step, c, xs, unroll=unroll, checkpoint=POLICY, store=store)  # noqa: E731
     with pinned_layout("line"), record_sites() as sites:
-        found = remats(jax.make_jaxpr(run)(init, xs).jaxpr)
+        found = checkpoint_eqns(jax.make_jaxpr(run)(init, xs).jaxpr)
         (plan,) = next(iter(sites.plans.values()))
     # A loop's body is traced once: chunks of 3 over 7 steps are one chunk's 3 and 1 left over.
     assert len(found) == (N - store if unroll is True else 3 + N % 3), found
@@ -217,7 +205,7 @@ def test_one_step_per_chunk_is_the_checkpointed_scan_as_written():
     assert unfit != written  # the comparison can tell
     # With a policy, `prevent_cse=False` (145 MiB less and 4% faster there).
     with pinned_layout("line"):
-        (eqn,) = remats(jax.make_jaxpr(lambda h, xs: scan(mlp_step(args[0]), h, xs, unroll=1, checkpoint=POLICY))(*args[1:]).jaxpr)
+        (eqn,) = checkpoint_eqns(jax.make_jaxpr(lambda h, xs: scan(mlp_step(args[0]), h, xs, unroll=1, checkpoint=POLICY))(*args[1:]).jaxpr)
     assert eqn.params["prevent_cse"] is False and eqn.params["policy"] is POLICY
 
 

@@ -160,51 +160,63 @@ class Program:
 
     def compile(self, config: Config | str) -> Compiled:
         """`config` compiled (once: a second request returns the first result)."""
-        return self.compile_all([config])[0]
+        if self._settled(config):
+            return self._compiled[config]
+        lowered = self._lower(config)
+        return self._keep(config, lowered if isinstance(lowered, Compiled) else self._finish(*lowered))
 
     def compile_all(
         self, configs: Sequence[Config | str], threads: int = 1, done: Callable[[Compiled], None] = lambda result: None
     ) -> list[Compiled]:
         """`compile` of each of `configs`, in order, `done` told of each as it is finished.
 
-        Each is traced and lowered in turn (the overrides are global while a program traces),
-        and compiled by XLA `threads` at a time: with more than one, each compile time is the
-        wall time of one compile among several, longer than its own."""
-        results: list[Compiled | None] = []
-        lowered: dict[int, tuple[Any, float]] = {}
-        for i, config in enumerate(configs):
-            known = self._compiled.get(config)
-            if known is not None and (known.executable is not None or known.error is not None):
-                results.append(known)
-                continue
-            results.append(None)
-            try:
-                with applied(config):
-                    start = time.perf_counter()
-                    low = jax.jit(self._call).lower(self.inputs)
-                    lowered[i] = low, time.perf_counter() - start
-            except Exception as exc:  # a candidate that fails is reported in its row; others go on
-                results[i] = self._keep(config, Compiled(None, None, None, f"failed to compile: {_one_line(exc)}"))
-
-        def finish(i: int) -> Compiled:
-            low, lower_s = lowered[i]
-            try:
-                start = time.perf_counter()
-                executable = low.compile()
-                compile_s = lower_s + time.perf_counter() - start
-                analysis = executable.memory_analysis()
-                temp = None if analysis is None else int(analysis.temp_size_in_bytes)
-                return Compiled(executable, compile_s, temp, program=_digest(executable))
-            except Exception as exc:  # noqa: BLE001 - as above
-                return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
-
-        with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
-            futures = {i: pool.submit(finish, i) for i in lowered}
+        With `threads` above one, each is traced and lowered in turn (the overrides are global
+        while a program traces), then compiled by XLA `threads` at a time: each compile time is
+        then the wall time of one compile among several, longer than its own."""
+        if threads <= 1:
+            results = []
+            for config in configs:
+                results.append(self.compile(config))
+                done(results[-1])
+            return results
+        lowered = {i: self._lower(config) for i, config in enumerate(configs) if not self._settled(config)}
+        results = []
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            futures = {i: pool.submit(self._finish, *low) for i, low in lowered.items() if not isinstance(low, Compiled)}
             for i, config in enumerate(configs):
-                if i in futures:
-                    results[i] = self._keep(config, futures[i].result())
-                done(results[i])
+                if i in lowered:
+                    self._keep(config, futures[i].result() if i in futures else lowered[i])
+                results.append(self._compiled[config])
+                done(results[-1])
         return results
+
+    def _settled(self, config: Config | str) -> bool:
+        """Whether `config` is compiled (and not forgotten since), or failed to."""
+        known = self._compiled.get(config)
+        return known is not None and (known.executable is not None or known.error is not None)
+
+    def _lower(self, config: Config | str) -> tuple[Any, float] | Compiled:
+        """`config` traced and lowered, and the seconds that took; or why it failed."""
+        try:
+            with applied(config):
+                start = time.perf_counter()
+                lowered = jax.jit(self._call).lower(self.inputs)
+                return lowered, time.perf_counter() - start
+        except Exception as exc:  # a candidate that fails is reported in its row; others go on
+            return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
+
+    @staticmethod
+    def _finish(lowered: Any, lower_s: float) -> Compiled:
+        """The lowered program compiled, its compile time counting the lowering's `lower_s`."""
+        try:
+            start = time.perf_counter()
+            executable = lowered.compile()
+            compile_s = lower_s + time.perf_counter() - start
+            analysis = executable.memory_analysis()
+            temp = None if analysis is None else int(analysis.temp_size_in_bytes)
+            return Compiled(executable, compile_s, temp, program=_digest(executable))
+        except Exception as exc:  # noqa: BLE001 - as above
+            return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
 
     def _keep(self, config: Config | str, result: Compiled) -> Compiled:
         known = self._compiled.get(config)

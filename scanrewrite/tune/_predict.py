@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scanrewrite.targets import CHECKPOINT_POLICIES
 from scanrewrite.tune._select import Candidate
 
 #: A prediction may be this much over the budget and still be compiled (XLA's temp memory
@@ -46,7 +47,7 @@ def bases(spending: Sequence[Candidate], length: int) -> list[Candidate]:
 
 
 def _policy_loop(candidate: Candidate, length: int) -> bool:
-    return candidate.unroll == length and candidate.checkpoint not in (None, "none", "checkpoint")
+    return candidate.unroll == length and candidate.checkpoint in CHECKPOINT_POLICIES
 
 
 def is_for_loop(candidate: Candidate, length: int) -> bool:
