@@ -14,7 +14,8 @@ The peers: `lax.scan`, `lax.scan(unroll=k)`, `lax.scan(jax.checkpoint(f))` with 
 `jax.checkpoint(policy=dots_with_no_batch_dims_saveable)` in the for-loop. The runtime's
 programs (rows `runtime ...`): per-step checkpoints, chunks of k (also not checkpointed, on
 small steps), a policy, `store=s` where the runtime has it, the dots policy on every step
-alone and with stored steps, and the for-loop's program (`unroll=True, checkpoint=False`).
+alone and with stored steps, `dots_saveable` (the batch dims' dots too) on every step, and the
+for-loop's program (`unroll=True, checkpoint=False`).
 
 The runtime's *pick* at a budget is its fastest program whose temp memory fits. The checks of
 issue 41 are printed as pass or fail, against the for-loop (memory m1, time t1) and
@@ -57,6 +58,8 @@ from _common import Progress, agreement_rtol, compile_lowered, lower_timed
 import scanrewrite.runtime
 
 DOTS = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+#: Also the attention scores (dots with batch dims): more bytes a step than `DOTS`, less recomputed.
+ALL_DOTS = jax.checkpoint_policies.dots_saveable
 #: Whether the runtime keeps the residuals of its last `store` steps (issue 41's runtime side).
 HAS_STORE = "store" in inspect.signature(scanrewrite.runtime.scan).parameters
 CHECKPOINTED = "lax.scan(jax.checkpoint(f))"
@@ -280,6 +283,7 @@ def variants(shape: Shape) -> dict[str, Callable]:
             found["runtime unroll=True, dots policy"] = functools.partial(runtime, unroll=True, checkpoint=DOTS)
             found |= {f"runtime unroll=True, dots policy, store={s}": functools.partial(runtime, unroll=True, checkpoint=DOTS, store=s)
                       for s in shape.policy_stores}  # fmt: skip
+            found["runtime unroll=True, dots_saveable"] = functools.partial(runtime, unroll=True, checkpoint=ALL_DOTS)
     if shape.for_loop:
         found["runtime unroll=True, checkpoint=False"] = functools.partial(runtime, unroll=True, checkpoint=False)
     return found
