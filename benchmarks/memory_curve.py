@@ -25,7 +25,9 @@ GPT-style stack 3% under it at 1/2); never slower than t0 at a budget from m0 up
 step no slower than the best `lax.scan(jax.checkpoint(f), unroll=k)`; and the plain rewrite
 (`unroll=4`) neither slower nor larger than `lax.scan(jax.checkpoint(f))`. A check passes
 *within noise* where it misses by less than the larger half interquartile range of the two
-step times it compares.
+step times it compares. Beside each check between the two points stands `mix_bound`: what
+mixing whole steps' states (checkpointed, with a policy, stored) would reach at its budget if
+each step cost in the mix what it costs in a program that does the same to every step.
 
     python benchmarks/memory_curve.py                       # accelerator sizes, all three shapes
     python benchmarks/memory_curve.py --shapes origin gru   # some of them
@@ -535,9 +537,10 @@ def _never_slower(rows: dict, m0: float, t0: float, noise: float) -> Check:
 # --- output -------------------------------------------------------------------------------
 
 
-def table(shape: Shape, rows: dict[str, dict], threads: int) -> str:
-    """The Markdown table: every program, with ratios to the checkpointed scan and the for-loop."""
-    rtol = shape.rtol or agreement_rtol()
+def table(shape: Shape, rows: dict[str, dict], threads: int, device_rtol: float | None = None) -> str:
+    """The Markdown table: every program, with ratios to the checkpointed scan and the for-loop;
+    agreement within the shape's tolerance, else `device_rtol` (default: this device's)."""
+    rtol = shape.rtol or device_rtol or agreement_rtol()
     ck, loop = rows.get(CHECKPOINTED, {}), rows.get(FOR_LOOP, {})
     ratio = lambda a, b: f"{a / b:.2f}" if a is not None and b else "-"
     compile_note = f", {threads} at a time" if threads > 1 else ""
@@ -575,7 +578,8 @@ def table(shape: Shape, rows: dict[str, dict], threads: int) -> str:
 
 def plot(results: dict[str, dict], path: str, caption: str) -> None:
     """Step time against temp memory, one panel per shape: every program a point, the runtime's
-    picks a line, the checkpointed scan's and the for-loop's memory as vertical lines."""
+    picks a line, the checkpointed scan's and the for-loop's memory as vertical lines, and
+    between them the straight line and `mix_bound`."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from _common import figure
 
@@ -606,6 +610,9 @@ def plot(results: dict[str, dict], path: str, caption: str) -> None:
             a, b = rows[CHECKPOINTED], rows[FOR_LOOP]
             ax.plot([a["temp"] / 2**30, b["temp"] / 2**30], [a["time"] * 1e3, b["time"] * 1e3], color="tab:red",
                     linewidth=0.8, label="straight line between them")  # fmt: skip
+            budgets = [a["temp"] + i / 64 * (b["temp"] - a["temp"]) for i in range(65)]
+            ax.plot([m / 2**30 for m in budgets], [mix_bound(rows, m) * 1e3 for m in budgets], ":", color="tab:green",
+                    linewidth=1.0, label="best mix of whole steps' states")  # fmt: skip
         ax.set(xlabel="compiled temp memory (GiB)", ylabel="step time (ms)", title=title)
         ax.title.set_fontsize(7)
         ax.legend(fontsize=5)
@@ -631,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         for title, rows in results.items():
             shape = next((make() for make in SHAPES.values() if make().title == title), None)
             if shape is not None:
-                print(f"## {shape.name}\n\n{table(shape, rows, args.compile_threads)}\n")
+                print(f"## {shape.name}\n\n{table(shape, rows, saved.get('compile_threads', args.compile_threads), saved.get('rtol'))}\n")
         if args.plot:
             plot(results, args.plot, saved["caption"])
         return 0
@@ -648,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
             results[shape.title] = rows
         if args.json:  # after each step, so that a run cut short keeps what it measured
             with open(args.json, "w") as file:
-                json.dump({"caption": caption, "results": results}, file, indent=1)
+                json.dump({"caption": caption, "rtol": agreement_rtol(), "compile_threads": args.compile_threads, "results": results}, file, indent=1)
 
     for shape in shapes:
         start = time.perf_counter()
