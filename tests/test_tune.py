@@ -175,11 +175,20 @@ def test_two_sites_end_to_end(project: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path):
     write(project, "fails.py", FAILS_AT_K8)
-    result = invoke("fails.py:factory", "--ks", "1,8", "--repeats", "1", "--keep-rewrites")
+    # -v: a line per step (for a log) instead of the bar, each with the seconds since the start.
+    args = ["fails.py:factory", "--ks", "1,8", "--repeats", "1", "--keep-rewrites", "-v"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 2
     assert "| k=8 | failed to compile: ValueError: too many steps traced at once |" in result.stdout
     assert re.search(r"\| k=1 \(written\) \| [0-9.]+ \|.*\| pick \|", result.stdout)
-    assert result.stderr.splitlines() == [
+    lines = result.stderr.splitlines()
+    steps = [line for line in lines if line.startswith("tuning ")]
+    assert len(steps) > 3 and lines[: len(steps)] == steps
+    for done, line in enumerate(steps, 1):
+        assert re.fullmatch(rf"tuning {done}/{len(steps)}: .+ \(\d+ s\)", line), line
+    assert steps[0].startswith("tuning 1/") and ": lax.scan at every site (" in steps[0]
+    assert any(": fails.py:13 k=8 (" in line for line in steps)
+    assert lines[len(steps) :] == [
         "error: fails.py:13: k=8: failed to compile: ValueError: too many steps traced at once",
         "1 site tuned, 0 with a pick other than what is written",
     ]
@@ -241,6 +250,7 @@ def test_bad_input_is_one_line_and_exit_2(project: Path, files, target, message)
         pytest.param(["--memory-budget", "lots"], "memory budget", id="bad-budget"),
         pytest.param(["--policies", "dots"], "unknown checkpoint mode", id="bad-policy"),
         pytest.param(["--write", "--check"], "cannot be used together", id="write-and-check"),
+        pytest.param(["-v"], "--quiet and --verbose cannot be used together", id="quiet-and-verbose"),
     ],
 )
 def test_bad_options_exit_2(project: Path, args, message):

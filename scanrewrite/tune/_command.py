@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -33,14 +34,19 @@ INSTALL_HINT = "pip install 'scanrewrite[runtime]'"
 
 
 class _Bar:
-    """`Progress` on stderr through click's progress bar (drawn only on a terminal)."""
+    """`Progress` on stderr through click's progress bar (drawn only on a terminal), or with
+    `lines` a line per step with the seconds since the start: a log of a run cut short then
+    says how far it got, and where the time went."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, lines: bool = False) -> None:
+        self.enabled, self.lines = enabled, lines
         self.bar = None
+        self.done, self.total, self.start = 0, 0, time.perf_counter()
 
     def begin(self, total: int) -> None:
-        if self.bar is not None:  # more steps than first announced
+        if self.lines:
+            self.total = total
+        elif self.bar is not None:  # more steps than first announced
             self.bar.length = total
         elif self.enabled:
             self.bar = click.progressbar(
@@ -49,7 +55,10 @@ class _Bar:
             self.bar.__enter__()
 
     def advance(self, label: str) -> None:
-        if self.bar is not None:
+        if self.lines:
+            self.done += 1
+            click.echo(f"tuning {self.done}/{self.total}: {label} ({time.perf_counter() - self.start:.0f} s)", err=True)
+        elif self.bar is not None:
             self.bar.update(1, label)
 
     def close(self) -> None:
@@ -132,10 +141,12 @@ def _write_stdout(data: bytes) -> None:
 @click.option("--write", is_flag=True, help="Write the picks into the source.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if a site's written settings are off its pick.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; errors and the tables only.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="A line per step instead of the bar, with the seconds since the start (for logs).")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
 def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, compile_threads, rtol,
-         atol, diff, write, check, quiet, color) -> None:
+         atol, diff, write, check, quiet, verbose, color) -> None:
     """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
     FACTORY's function traces, on this machine's default jax device, check that each
     configuration computes the original's numbers, and pick the fastest within the memory
@@ -148,19 +159,21 @@ def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, k
     """
     if write and check:
         raise click.UsageError("--write and --check cannot be used together")
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose cannot be used together")
     options = dict(
         ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
         memory_budget=memory_budget, stores="auto" if stores is None else stores, compile_threads=compile_threads,
         rtol=rtol, atol=atol,
     )
-    sys.exit(_run(target, options, diff, write, check, quiet, color))
+    sys.exit(_run(target, options, diff, write, check, _Bar(enabled=not quiet, lines=verbose), color))
 
 
 def _error(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
-def _run(target, options, diff, write, check, quiet, color) -> int:
+def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
     try:
         from scanrewrite.tune._tune import tune
     except ModuleNotFoundError as exc:
@@ -170,7 +183,6 @@ def _run(target, options, diff, write, check, quiet, color) -> int:
         return 2
     from scanrewrite.tune._factory import load
 
-    bar = _Bar(enabled=not quiet)
     try:
         fn, args, kwargs = load(target)
         report = tune(fn, args, kwargs, progress=bar, **options)
