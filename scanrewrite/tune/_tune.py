@@ -210,9 +210,12 @@ def tune(
     total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
-    first = program.warm_up([BASELINE, ()])
-    baseline = program.compile(BASELINE)
-    progress.advance("lax.scan at every site")
+    # With several compiles at a time each compile time is one among several anyway, so only the
+    # original is warmed up (its first compilation is also the check that it is deterministic),
+    # and the program as written compiles beside it: two rounds of compiles fewer.
+    first = program.warm_up([BASELINE] if compile_threads > 1 else [BASELINE, ()])
+    labels = iter(["lax.scan at every site", "as written"])
+    baseline, _ = program.compile_all([BASELINE, ()], compile_threads, lambda _: progress.advance(next(labels)))
     if baseline.error is not None:
         raise TuneError(f"the function with every site as lax.scan {baseline.error}")
     unstable = program.check_original(baseline, first)
@@ -224,8 +227,6 @@ def tune(
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
             "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
         )
-    program.compile(())
-    progress.advance("as written")
     stats = jax.devices()[0].memory_stats() or {}  # None on the CPU
     limit = budget.limit(baseline.temp_bytes, stats.get("bytes_limit")) if budget else None
     picks: dict[Site, Candidate] = {}
