@@ -488,8 +488,9 @@ def checks(shape: Shape, rows: dict[str, dict]) -> list[Check]:
         return [Check(f"{CHECKPOINTED} ran", None, None)]
     t0, m0, n0 = rows[CHECKPOINTED]["time"], rows[CHECKPOINTED]["temp"], rows[CHECKPOINTED]["noise"]
 
-    def at(budget: float, limit: float, what: str, noise: float) -> Check:
-        chosen, bound = pick(rows, budget), mix_bound(rows, budget) if ok(FOR_LOOP) else None
+    def at(budget: float, limit: float, what: str, noise: float, mixes: bool = True) -> Check:
+        """The check at `budget`, beside `mix_bound` there where `mixes` (and the for-loop ran)."""
+        chosen, bound = pick(rows, budget), mix_bound(rows, budget) if mixes and ok(FOR_LOOP) else None
         if chosen is None:
             return Check(what, None, limit, noise, "nothing fits", bound)
         name, row = chosen
@@ -512,7 +513,7 @@ def checks(shape: Shape, rows: dict[str, dict]) -> list[Check]:
     if shape.name == "gru" and unrolled:
         best = min(unrolled, key=lambda name: rows[name]["time"])
         row = rows[best]
-        found.append(dataclasses.replace(at(row["temp"], row["time"], f"small steps: no slower than the best, {best}", row["noise"]), bound=None))
+        found.append(at(row["temp"], row["time"], f"small steps: no slower than the best, {best}", row["noise"], mixes=False))
     if ok("runtime k=4"):
         row = rows["runtime k=4"]
         larger = row["temp"] > m0 * (1 + SLACK)

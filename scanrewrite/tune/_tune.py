@@ -249,13 +249,14 @@ def tune(
             )
             compiled.extend(zip(candidates, results))
 
-        spending = bool(spend.get(site)) and limit is not None
-        first = anchor(spend[site]) if spending else None
+        spends = bool(spend.get(site)) and limit is not None
+        first = anchor(spend[site]) if spends else None
+        starts = [first, *bases(spend[site], lengths[site])] if first is not None else []
         # The programs the predictions start from are compiled beside the site's own candidates:
         # one round of compiles fewer, each a minute or more on an accelerator.
-        compile_these([*tried[site], *([first, *bases(spend[site], lengths[site])] if first is not None else [])])
+        compile_these([*tried[site], *starts])
         skipped: dict[Candidate, str] = {}
-        if spending:
+        if spends:
             measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
             chosen, skipped = prune(spend[site], measured, lengths[site], limit)
             compile_these(chosen)
