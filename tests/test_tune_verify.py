@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
-from scanrewrite.tune._verify import Tolerance, compare, to_host
+from scanrewrite.tune._verify import Tolerance, compare, flat, to_host
 from tests.test_tune import invoke, load, write
 from tests.treecheck import assert_trees_close
 
@@ -49,6 +49,23 @@ def test_compare_leaf_by_leaf_within_the_dtype_tolerance():
     assert compare(to_host(loss), to_host(expected), Tolerance()).max_rel_diff == pytest.approx(0.005, rel=1e-3)
     assert compare(to_host(loss), to_host(expected), Tolerance(rtol=1e-2)).agrees
     assert not compare(to_host(close), to_host(expected), Tolerance(rtol=0, atol=0)).agrees
+
+
+def test_compare_on_the_device_infinities_and_half_precision():
+    expected = {"grad": jnp.array([1.0, jnp.inf, -jnp.inf, jnp.nan]), "h": jnp.array([1.0, 2.0, -4.0], jnp.bfloat16)}
+    # The candidate's outputs stay on the device, the original's are on the host.
+    assert compare(flat(expected), to_host(expected), Tolerance()) == compare(to_host(expected), to_host(expected), Tolerance())
+    assert compare(flat(expected), to_host(expected), Tolerance()).agrees
+    bf16_close = {**expected, "h": jnp.array([1.0, 2.0, -4.03125], jnp.bfloat16)}  # one ulp at -4
+    found = compare(flat(bf16_close), to_host(expected), Tolerance())
+    assert found.agrees and found.max_rel_diff == pytest.approx(0.03125 / 4)
+    for wrong in (
+        {**expected, "grad": jnp.array([1.0, 3e38, -jnp.inf, jnp.nan])},  # an infinity gone
+        {**expected, "grad": jnp.array([1.0, -jnp.inf, -jnp.inf, jnp.nan])},  # of the other sign
+        {**expected, "grad": jnp.array([1.0, jnp.inf, -jnp.inf, 0.0])},  # a NaN gone
+        {**expected, "h": jnp.array([1.0, 2.0, -4.5], jnp.bfloat16)},
+    ):
+        assert not compare(flat(wrong), to_host(expected), Tolerance()).agrees, wrong
 
 #: Each compilation draws a new constant at trace time: the program is not a function of
 #: its inputs alone, and two compilations of the original disagree.

@@ -23,7 +23,7 @@ import numpy as np
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._override import Call
 from scanrewrite.tune._select import Candidate, Timing, TuneError
-from scanrewrite.tune._verify import Comparison, Tolerance, compare, to_host
+from scanrewrite.tune._verify import Comparison, Tolerance, compare, flat, to_host
 
 #: A configuration: the site -> setting of every site not left as written. `BASELINE` marks
 #: the configuration with every site as the scan it replaced.
@@ -233,7 +233,7 @@ class Program:
     def _verify(self, entry: Compiled, outputs: Any) -> None:
         """Compare the first outputs of `entry` with the original's."""
         if entry.comparison is None and self.reference is not None:
-            entry.comparison = compare(to_host(outputs), self.reference, self.tolerance)
+            entry.comparison = compare(flat(outputs), self.reference, self.tolerance)
 
     def forget(self, keep: Sequence[Config | str]) -> None:
         """Drop the executables of configurations other than `keep` (their numbers stay with
