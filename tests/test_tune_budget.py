@@ -111,6 +111,25 @@ def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(pro
         assert "unroll=1, store=" in after
 
 
+@pytest.mark.skipif(not HAS_STORE, reason="the runtime keeps no stored steps yet (store=)")
+def test_by_default_the_stored_counts_go_on_to_fill_the_budget(program: Path):
+    """8 steps: a quarter, half and three quarters stored (2, 4, 6), then the largest count
+    predicted to fit under the budget (here every count does: 7, the last below the for-loop's
+    program); a count given with `--stores` is tried as given."""
+    fn, args = load(program, "one_fill").factory()
+    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="3x")
+    rows = {str(row.candidate): row for row in report.sites[0].rows}
+    assert rows["k=1, store=7"].temp_bytes is not None and rows["k=1, store=6"].temp_bytes is not None
+    assert "k=1, store=5" not in rows
+    picked = next(row for row in report.sites[0].rows if row.note == "pick")
+    assert picked.temp_bytes <= report.limit
+    given = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="3x", stores=(2, 6))
+    assert {str(row.candidate) for row in given.sites[0].rows if row.candidate.store} == {
+        "k=1, store=2", "k=1, store=6", "k=8, store=8",
+        "k=8, dots_with_no_batch_dims_saveable, store=2", "k=8, dots_with_no_batch_dims_saveable, store=6",
+    }  # fmt: skip
+
+
 def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):
     """A step written as `jax.checkpoint(step)` (the runtime takes its checkpoint over): the
     for-loop's program keeps every step's residuals, more than k = 1, where `checkpoint=False`

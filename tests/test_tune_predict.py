@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scanrewrite.tune._predict import MARGIN, anchor, bases, predict, prune
+from scanrewrite.tune._predict import MARGIN, anchor, bases, fill, predict, prune
 from scanrewrite.tune._select import Candidate, spending
 
 MIB = 2**20
@@ -58,3 +58,25 @@ def test_a_policy_per_step_is_compiled_first_and_its_stored_steps_predicted_from
     assert predict(Candidate(16, policy, store=4), measured, 16) == 164 * MIB
     chosen, skipped = prune(found, measured, 16, 150 * MIB)
     assert Candidate(16, policy, store=1) in chosen and Candidate(16, policy, store=8) in skipped
+
+
+def test_fill_compiles_the_largest_count_the_steepest_rise_says_fits():
+    """The temp memory a TPU v5e measured on a 16-layer GPT-style stack (GiB), under 6.5 GiB:
+    store=4 fits at both k = 1 and the dots policy on every step, with room for more."""
+    gib, policy = 2**30, "dots_with_no_batch_dims_saveable"
+    measured = {
+        Candidate(1): 1.92 * gib, Candidate(1, store=1): 2.65 * gib, Candidate(1, store=4): 3.73 * gib,
+        Candidate(16, policy): 3.52 * gib, Candidate(16, policy, store=1): 3.52 * gib,
+        Candidate(16, policy, store=4): 5.09 * gib, Candidate(4): 1.92 * gib, Candidate(16, store=16): 12 * gib,
+    }  # fmt: skip
+    # k = 1 rose 0.73 GiB for its first stored step: 3 more fit; the policy's steepest rise is
+    # 0.52 GiB a step: 2 more. Each with the count above it; k = 4 has no stored count to go by.
+    found = [Candidate(1, store=7), Candidate(1, store=8), Candidate(16, policy, store=6), Candidate(16, policy, store=7)]
+    assert fill(measured, 16, int(6.5 * gib)) == found
+    # A count measured over the budget caps the ones tried, as does the last step.
+    over = {**measured, Candidate(1, store=8): 7 * gib}
+    assert Candidate(1, store=8) not in fill(over, 16, int(6.5 * gib))
+    assert fill(measured, 16, 100 * gib) == [Candidate(1, store=15), Candidate(16, policy, store=15)]
+    # Nothing fits, or nothing yet measured with a stored count: nothing to fill.
+    assert fill(measured, 16, gib) == []
+    assert fill({Candidate(1): gib}, 16, 10 * gib) == []

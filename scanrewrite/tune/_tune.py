@@ -13,7 +13,7 @@ from scanrewrite.runtime._override import Site
 from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
-from scanrewrite.tune._predict import anchor, bases, prune
+from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._select import (
     DEFAULT_KS,
@@ -260,6 +260,15 @@ def tune(
             measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
             chosen, skipped = prune(spend[site], measured, lengths[site], limit)
             compile_these(chosen)
+            if store_counts is None:
+                measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
+                filling = [c for c in fill(measured, lengths[site], limit) if c not in chosen]
+                spend[site] += [c for c in filling if c not in spend[site]]
+                for candidate in filling:
+                    skipped.pop(candidate, None)
+                counts["total"] += len(filling)
+                progress.begin(counts["total"])
+                compile_these(filling)
             for _ in skipped:
                 progress.advance(f"{os.path.basename(site.path)}:{site.line} predicted")
             counts["skipped"] += len(skipped)
@@ -318,7 +327,7 @@ def tune(
         program.forget([BASELINE, (), _config(picks, found)])
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
-    counts = {"skipped": 0}
+    counts = {"skipped": 0, "total": total}
     for site, settings in found.items():
         reports[site] = tune_site(site, settings)
     # A site tuned early was held to the budget with the sites after it still as written; if
@@ -326,7 +335,7 @@ def tune(
     # tuned once more (configurations already compiled are not compiled again).
     again = [site for site, report in reports.items() if report.over_budget and len(found) > 1]
     if again:
-        progress.begin(total + sum(len(tried[site]) + repeats for site in again))
+        progress.begin(counts["total"] + sum(len(tried[site]) + repeats for site in again))
     for site in again:
         reports[site] = tune_site(site, found[site])
         reports[site].reason += "; tuned again with every other site at its pick"
