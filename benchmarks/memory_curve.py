@@ -291,6 +291,18 @@ def variants(shape: Shape) -> dict[str, Callable]:
     return found
 
 
+def gradient(shape: Shape, loop: Callable) -> Callable:
+    """`jax.jit(jax.value_and_grad(loss))` of `shape`'s steps run by `loop` (a value of
+    `variants`), with respect to (params, h0): what every program of a shape computes."""
+
+    def loss(params, h0, xs):
+        h, ys = loop(shape.step(params), h0, params if shape.params_as_xs else xs)
+        total = jnp.mean(h.astype(jnp.float32) ** 2)
+        return total if ys is None else total + jnp.mean(ys.astype(jnp.float32) ** 2)
+
+    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+
+
 def _is_oom(error: BaseException) -> bool:
     text = str(error)
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
@@ -302,15 +314,7 @@ def measure(
     """name -> {temp, compile, time, noise, diff} or {error}, for every variant of `shape`;
     `save` is handed the rows once compiled, so that a run cut short keeps them."""
     params, h0, xs = shape.make(jax.random.PRNGKey(0))
-
-    def grad_step(loop):
-        def loss(params, h0, xs):
-            h, ys = loop(shape.step(params), h0, params if shape.params_as_xs else xs)
-            total = jnp.mean(h.astype(jnp.float32) ** 2)
-            return total if ys is None else total + jnp.mean(ys.astype(jnp.float32) ** 2)
-
-        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-
+    grad_step = functools.partial(gradient, shape)
     found = variants(shape)
     rows: dict[str, dict] = {}
     compiled = {}
