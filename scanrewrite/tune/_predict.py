@@ -114,9 +114,9 @@ def _mib(count: int) -> str:
 
 def fill(measured: Mapping[Candidate, int], length: int, limit: int) -> list[Candidate]:
     """The stored counts that fill the budget `limit` (see the module's docstring), at each k
-    (with its policy and levels) where at least two counts, or one and none stored, are
-    `measured` and one fits: not yet measured, below any count measured over the budget, and
-    below `length` (the for-loop's program is a candidate of its own)."""
+    (with its policy and levels) where two stored counts or more are `measured` (none stored
+    counts as a count of 0) and one fits: counts not yet measured, below any measured over the
+    budget, and below `length` (the for-loop's program is a candidate of its own)."""
     families: dict[tuple, dict[int, int]] = {}
     for candidate, temp in measured.items():
         if candidate.original or is_for_loop(candidate, length):
