@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
+from scanrewrite.tune import _verify
 from scanrewrite.tune._verify import Tolerance, compare, flat, to_host
 from tests.test_tune import invoke, load, write
 from tests.treecheck import assert_trees_close
@@ -51,8 +52,13 @@ def test_compare_leaf_by_leaf_within_the_dtype_tolerance():
     assert not compare(to_host(close), to_host(expected), Tolerance(rtol=0, atol=0)).agrees
 
 
-def test_compare_on_the_device_infinities_and_half_precision():
-    expected = {"grad": jnp.array([1.0, jnp.inf, -jnp.inf, jnp.nan]), "h": jnp.array([1.0, 2.0, -4.0], jnp.bfloat16)}
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_compare_infinities_and_half_precision(where: str, monkeypatch: pytest.MonkeyPatch):
+    """Small leaves are compared on the host and large ones on the device, alike."""
+    if where == "device":
+        monkeypatch.setattr(_verify, "DEVICE_ELEMENTS", 1)
+    expected = {"grad": jnp.array([1.0, jnp.inf, -jnp.inf, jnp.nan]), "h": jnp.array([1.0, 2.0, -4.0], jnp.bfloat16),
+                "steps": jnp.array([1, 2])}  # fmt: skip
     # The candidate's outputs stay on the device, the original's are on the host.
     assert compare(flat(expected), to_host(expected), Tolerance()) == compare(to_host(expected), to_host(expected), Tolerance())
     assert compare(flat(expected), to_host(expected), Tolerance()).agrees
@@ -64,8 +70,11 @@ def test_compare_on_the_device_infinities_and_half_precision():
         {**expected, "grad": jnp.array([1.0, -jnp.inf, -jnp.inf, jnp.nan])},  # of the other sign
         {**expected, "grad": jnp.array([1.0, jnp.inf, -jnp.inf, 0.0])},  # a NaN gone
         {**expected, "h": jnp.array([1.0, 2.0, -4.5], jnp.bfloat16)},
+        {**expected, "steps": jnp.array([1, 3])},
     ):
         assert not compare(flat(wrong), to_host(expected), Tolerance()).agrees, wrong
+    steps = {**expected, "steps": jnp.array([1, 3])}
+    assert compare(flat(steps), to_host(expected), Tolerance()).max_rel_diff == pytest.approx(0.5)
 
 #: Each compilation draws a new constant at trace time: the program is not a function of
 #: its inputs alone, and two compilations of the original disagree.

@@ -10,11 +10,13 @@ must be equal; NaN must sit where the original has NaN, infinities match exactly
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 #: rtol by dtype: a few hundred units in the last place of float32 and float64 (the
@@ -35,7 +37,7 @@ class Tolerance:
 
     def of(self, dtype: np.dtype) -> tuple[float, float]:
         rtol = RTOL.get(dtype.name, FALLBACK_RTOL) if self.rtol is None else self.rtol
-        atol = float(_finfo(dtype).tiny) if self.atol is None else self.atol
+        atol = float(jnp.finfo(dtype).tiny) if self.atol is None else self.atol
         return rtol, atol
 
     def describe(self) -> str:
@@ -44,11 +46,6 @@ class Tolerance:
         atol = "the dtype's smallest normal" if self.atol is None else f"{self.atol:g}"
         return f"rtol {rtol}, atol {atol}"
 
-
-def _finfo(dtype: np.dtype) -> Any:
-    import jax.numpy as jnp
-
-    return jnp.finfo(dtype)
 
 
 @dataclass(frozen=True)
@@ -84,15 +81,20 @@ def compare(actual: tuple[Any, list[Any]], expected: tuple[Any, list[Any]], tole
     return Comparison(worst, agrees)
 
 
+#: Leaves of at least this many elements are compared on the device (`_device_stats`), smaller
+#: ones on the host: jit's compile of the reduction, once per leaf shape and tuning run, costs
+#: tens of ms, more than the host takes for a small leaf.
+DEVICE_ELEMENTS = 2**20
+
+
 def _leaf(a: Any, e: Any, tolerance: Tolerance) -> tuple[float, bool]:
     """(normwise relative difference, whether it is within the tolerance) of one leaf."""
-    import jax.numpy as jnp
-
     if a.shape != e.shape or a.dtype != e.dtype:
         return math.inf, False
     if a.size == 0:
         return 0.0, True
-    equal, misplaced, diff, scale = (v.item() for v in jax.device_get(_stats(a, e)))
+    stats = _device_stats(a, e) if a.size >= DEVICE_ELEMENTS else _stats(np, np.asarray(a), np.asarray(e))
+    equal, misplaced, diff, scale = (v.item() for v in jax.device_get(stats))
     if not jnp.issubdtype(a.dtype, jnp.inexact):
         return (0.0, True) if equal else (diff / scale if scale else math.inf, False)
     if misplaced:
@@ -102,25 +104,26 @@ def _leaf(a: Any, e: Any, tolerance: Tolerance) -> tuple[float, bool]:
     return rel, diff <= atol + rtol * scale
 
 
-@jax.jit
-def _stats(a: Any, e: Any) -> tuple[Any, Any, Any, Any]:
+def _stats(xp: Any, a: Any, e: Any) -> tuple[Any, Any, Any, Any]:
     """(whether all elements are equal, whether a NaN or an infinity is out of place, the
-    largest absolute difference, the largest finite magnitude of `e`), as scalars.
-
-    Reduced on the device: a large model's gradients, copied to the host and widened to
-    float64 there, took 15 s a candidate on a TPU v5e's host. Half precisions are compared
-    in float32."""
-    import jax.numpy as jnp
-
+    largest absolute difference, the largest finite magnitude of `e`), as scalars, with the
+    array module `xp` (numpy, or jax.numpy under `jit`). Half precisions are compared in
+    float32, integers in the widest float there is."""
     if not jnp.issubdtype(a.dtype, jnp.inexact):
-        wide = jax.dtypes.canonicalize_dtype(jnp.float64)
+        wide = np.float64 if xp is np else jax.dtypes.canonicalize_dtype(np.float64)
         a_, e_ = a.astype(wide), e.astype(wide)
-        return jnp.all(a == e), jnp.bool_(False), jnp.max(jnp.abs(a_ - e_)), jnp.max(jnp.abs(e_))
+        return xp.all(a == e), xp.bool_(False), xp.max(xp.abs(a_ - e_)), xp.max(xp.abs(e_))
     if jnp.finfo(a.dtype).bits < 32:
-        a, e = a.astype(jnp.float32), e.astype(jnp.float32)
-    misplaced = jnp.any(jnp.isnan(a) != jnp.isnan(e))
+        a, e = a.astype(np.float32), e.astype(np.float32)
+    misplaced = xp.any(xp.isnan(a) != xp.isnan(e))
     # Equal elements (NaN where the original has NaN, the same infinity) differ by nothing.
-    delta = jnp.where((a == e) | jnp.isnan(e), 0, a - e)
-    misplaced |= ~jnp.all(jnp.isfinite(delta))
-    scale = jnp.max(jnp.where(jnp.isfinite(e), jnp.abs(e), 0))
-    return jnp.all(a == e), misplaced, jnp.max(jnp.abs(delta)), scale
+    with np.errstate(invalid="ignore"):  # inf - inf, where the where below discards it
+        delta = xp.where((a == e) | xp.isnan(e), 0, a - e)
+    misplaced |= ~xp.all(xp.isfinite(delta))
+    scale = xp.max(xp.where(xp.isfinite(e), xp.abs(e), 0))
+    return xp.all(a == e), misplaced, xp.max(xp.abs(delta)), scale
+
+
+#: `_stats` on the device, for large leaves: a large model's gradients, copied to the host and
+#: widened to float64 there, took 15 s a candidate on a TPU v5e's host.
+_device_stats = jax.jit(functools.partial(_stats, jnp))
