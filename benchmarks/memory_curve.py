@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
             saved = json.load(file)
         results = {title: rows for title, rows in saved["results"].items()}
         for title, rows in results.items():
-            shape = next((make() for make in SHAPES.values() if make().title == title), None)
+            shape = next((make() for make in (*SHAPES.values(), *SMOKE.values()) if make().title == title), None)
             if shape is not None:
                 print(f"## {shape.name}\n\n{table(shape, rows, saved.get('compile_threads', args.compile_threads), saved.get('rtol'))}\n")
         if args.plot:
