@@ -14,6 +14,7 @@ arguments), beside its temp size. The programs are `memory_curve.py`'s, by name.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -34,7 +35,7 @@ PROGRAMS = (
 
 def _shape(name: str, smoke: bool) -> memory_curve.Shape:
     shape = (memory_curve.SMOKE if smoke else memory_curve.SHAPES)[name]()
-    return shape if smoke else memory_curve.dataclasses.replace(shape, ks=(4, 16))
+    return shape if smoke else dataclasses.replace(shape, ks=(4, 16))
 
 
 def one(shape: memory_curve.Shape, program: str) -> dict:

@@ -76,6 +76,7 @@ def test_compare_infinities_and_half_precision(where: str, monkeypatch: pytest.M
     steps = {**expected, "steps": jnp.array([1, 3])}
     assert compare(flat(steps), to_host(expected), Tolerance()).max_rel_diff == pytest.approx(0.5)
 
+
 #: Each compilation draws a new constant at trace time: the program is not a function of
 #: its inputs alone, and two compilations of the original disagree.
 DRAWS_AT_TRACE_TIME = '''\
