@@ -262,7 +262,8 @@ def tune(
             compile_these(chosen)
             if store_counts is None:
                 measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
-                filling = [c for c in fill(measured, lengths[site], limit) if c not in chosen]
+                done = {c for c, _ in compiled}  # a count that failed to compile is not measured
+                filling = [c for c in fill(measured, lengths[site], limit) if c not in done]
                 spend[site] += [c for c in filling if c not in spend[site]]
                 for candidate in filling:
                     skipped.pop(candidate, None)
