@@ -249,6 +249,10 @@ def tune(
             )
             compiled.extend(zip(candidates, results))
 
+        def measured() -> dict[Candidate, int]:
+            """The temp memory of each candidate compiled so far."""
+            return {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
+
         spends = bool(spend.get(site)) and limit is not None
         first = anchor(spend[site]) if spends else None
         starts = [first, *bases(spend[site], lengths[site])] if first is not None else []
@@ -257,13 +261,11 @@ def tune(
         compile_these([*tried[site], *starts])
         skipped: dict[Candidate, str] = {}
         if spends:
-            measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
-            chosen, skipped = prune(spend[site], measured, lengths[site], limit)
+            chosen, skipped = prune(spend[site], measured(), lengths[site], limit)
             compile_these(chosen)
             if store_counts is None:
-                measured = {c: r.temp_bytes for c, r in compiled if r.temp_bytes is not None}
                 done = {c for c, _ in compiled}  # a count that failed to compile is not measured
-                filling = [c for c in fill(measured, lengths[site], limit) if c not in done]
+                filling = [c for c in fill(measured(), lengths[site], limit) if c not in done]
                 spend[site] += [c for c in filling if c not in spend[site]]
                 for candidate in filling:
                     skipped.pop(candidate, None)

@@ -47,7 +47,6 @@ class Tolerance:
         return f"rtol {rtol}, atol {atol}"
 
 
-
 @dataclass(frozen=True)
 class Comparison:
     """How a configuration's outputs compare with the original's."""
