@@ -217,6 +217,11 @@ def option(
         pytest.param(
             [option(1, (1.0, 1.0), 10), option(None, (2.0, 2.0), 30)], None, 1, "fastest", id="original-slower-loses"
         ),
+        pytest.param(
+            # Timed apart, one program can measure apart (the first call, load); it is one program.
+            [option(8, (1.0, 1.0), 10, program="p"), option(None, (2.0, 2.0), 10, program="p")], None, None,
+            "the same program as k=8: the rewrite does not help here", id="original-same-program-wins",
+        ),
     ],
 )
 def test_choose(options, limit, pick, reason):

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -59,10 +59,10 @@ def applied(config: Config | str) -> Iterator[None]:
         yield
 
 
-def _digest(executable: Any) -> str | None:
-    """A digest of the optimized HLO text, or None where the backend gives none."""
+def _digest(program: Any) -> str | None:
+    """A digest of the text of a lowered or compiled program, or None where there is none."""
     try:
-        return hashlib.sha256(executable.as_text().encode()).hexdigest()
+        return hashlib.sha256(program.as_text().encode()).hexdigest()
     except Exception:  # noqa: BLE001 - a digest only merges equal programs; without one none are
         return None
 
@@ -105,6 +105,11 @@ class Program:
         self.inputs = [leaf for leaf, is_array in zip(leaves, self._is_array) if is_array]
         self._fn = fn
         self._compiled: dict[Config | str, Compiled] = {}
+        #: The digest of each lowered program compiled so far -> its result: a configuration
+        #: that lowers to the same program (a setting the runtime fits away, such as a chunk
+        #: of k that it builds as one step) takes that result instead of compiling it again.
+        self._lowerings: dict[str, Compiled] = {}
+        self._reused = 0
         self.tolerance = tolerance
         #: The original's outputs, on the host, once `check_original` has them.
         self.reference: Any | None = None
@@ -160,35 +165,51 @@ class Program:
 
     def compile(self, config: Config | str) -> Compiled:
         """`config` compiled (once: a second request returns the first result)."""
-        if self._settled(config):
-            return self._compiled[config]
-        lowered = self._lower(config)
-        return self._keep(config, lowered if isinstance(lowered, Compiled) else self._finish(*lowered))
+        return self.compile_all([config])[0]
 
     def compile_all(
         self, configs: Sequence[Config | str], threads: int = 1, done: Callable[[Compiled], None] = lambda result: None
     ) -> list[Compiled]:
         """`compile` of each of `configs`, in order, `done` told of each as it is finished.
 
-        With `threads` above one, each is traced and lowered in turn (the overrides are global
-        while a program traces), then compiled by XLA `threads` at a time: each compile time is
-        then the wall time of one compile among several, longer than its own."""
-        if threads <= 1:
-            results = []
-            for config in configs:
-                results.append(self.compile(config))
-                done(results[-1])
-            return results
+        Each is traced and lowered in turn (the overrides are global while a program traces),
+        then compiled by XLA `threads` at a time: each compile time is then the wall time of one
+        compile among several, longer than its own. Configurations that lower to the same
+        program are compiled once."""
         lowered = {i: self._lower(config) for i, config in enumerate(configs) if not self._settled(config)}
+        digests = {i: _digest(low[0]) for i, low in lowered.items() if not isinstance(low, Compiled)}
+        first_of: dict[str, int] = {}
+        for i, digest in digests.items():
+            if digest is not None and not self._reusable(digest):
+                first_of.setdefault(digest, i)
+        compiling = {i for i in digests if digests[i] is None or first_of.get(digests[i]) == i}
         results = []
-        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            futures = {i: pool.submit(self._finish, *low) for i, low in lowered.items() if not isinstance(low, Compiled)}
+        with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
+            futures = {i: pool.submit(self._finish, *lowered[i]) for i in sorted(compiling)}
             for i, config in enumerate(configs):
-                if i in lowered:
-                    self._keep(config, futures[i].result() if i in futures else lowered[i])
+                if i in futures:
+                    result = futures[i].result()
+                    if digests[i] is not None:
+                        self._lowerings[digests[i]] = result
+                    self._keep(config, result)
+                elif i in digests:
+                    self._keep(config, self._same(digests[i], lower_s=lowered[i][1]))
+                elif i in lowered:
+                    self._keep(config, lowered[i])
                 results.append(self._compiled[config])
                 done(results[-1])
         return results
+
+    def _reusable(self, digest: str) -> bool:
+        known = self._lowerings.get(digest)
+        return known is not None and (known.executable is not None or known.error is not None)
+
+    def _same(self, digest: str, lower_s: float) -> Compiled:
+        """The result of the configuration compiled before from the program lowered to
+        `digest`, for another that lowered to it in `lower_s` seconds (its compile time)."""
+        self._reused += 1
+        known = self._lowerings[digest]
+        return replace(known, compile_s=None if known.compile_s is None else lower_s, comparison=None)
 
     def _settled(self, config: Config | str) -> bool:
         """Whether `config` is compiled (and not forgotten since), or failed to."""
@@ -227,8 +248,8 @@ class Program:
 
     @property
     def compiled_count(self) -> int:
-        """How many configurations were compiled (each once)."""
-        return len(self._compiled)
+        """How many programs XLA compiled (each configuration once, each program once)."""
+        return len(self._compiled) - self._reused
 
     def _verify(self, entry: Compiled, outputs: Any) -> None:
         """Compare the first outputs of `entry` with the original's."""

@@ -299,7 +299,7 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
 
     Only candidates that ran and compute the original's numbers count. The fastest (median
     step time) of those whose temp memory fits `limit`; then, among those within the measured
-    noise of it (the larger of the two spreads): the original scan if it is one of them (the
+    noise of it (the larger of the two spreads) or compiled to the same program: the original scan if it is one of them (the
     rewrite keeps only what helps: speed, or the memory the budget needs), else the one with
     the least temp memory (ties: the written setting, which needs no change, then the faster).
     The written setting also stands wherever it compiles to the same program as the pick.
@@ -317,18 +317,23 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     ties = [
         o for o in fits
         if o.timing.median - fastest.timing.median <= max(o.timing.noise, fastest.timing.noise)
+        or (o.program is not None and o.program == fastest.program)
     ]
     within = "within the memory budget" if limit is not None else ""
     original = next((o for o in ties if o.candidate.original), None)
     if original is not None:
         if original is fastest:
             return original, " ".join(filter(None, ["fastest", within]))
-        return original, f"as fast as {fastest.candidate} within noise: the rewrite does not help here"
+        same = original.program is not None and original.program == fastest.program
+        how = "the same program as" if same else "as fast as"
+        return original, f"{how} {fastest.candidate}{'' if same else ' within noise'}: the rewrite does not help here"
     memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
     best = min(ties, key=lambda o: (memory(o), not o.written, o.timing.median))
     written = next((o for o in fits if o.written), None)
     if written not in (None, best) and written.program is not None and written.program == best.program:
         return written, f"as written: the same program as {best.candidate}"
+    if best.written and best is not fastest and best.program is not None and best.program == fastest.program:
+        return best, f"as written: the same program as {fastest.candidate}"
     if best is fastest:
         return best, " ".join(filter(None, ["fastest", within]))
     if best.written and memory(best) == memory(fastest):
