@@ -42,7 +42,7 @@ def one(shape: memory_curve.Shape, program: str) -> dict:
     """`program` of `shape` compiled and called once in this process: {temp, peak} in bytes
     (peak None where the device reports no memory stats) and the device; or {error}."""
     try:
-        params, h0, xs = shape.make(jax.random.PRNGKey(0))
+        params, h0, xs = shape.arrays()
         compiled = memory_curve.gradient(shape, memory_curve.variants(shape)[program]).lower(params, h0, xs).compile()
         jax.block_until_ready((params, h0, xs))
         device = jax.devices()[0]

@@ -23,7 +23,7 @@ import scanrewrite.runtime  # noqa: E402
 
 
 def _program(shape):
-    params, h0, _ = shape.make(jax.random.PRNGKey(0))
+    params, h0, _ = shape.arrays()
 
     def loss(params, h0):
         h, _ = scanrewrite.runtime.scan(jax.checkpoint(shape.step(params)), h0, params, unroll=4)
