@@ -315,13 +315,18 @@ def _is_oom(error: BaseException) -> bool:
 
 
 def measure(
-    shape: Shape, threads: int, progress: Progress | None = None, save: Callable[[dict], None] = lambda rows: None
+    shape: Shape,
+    threads: int,
+    progress: Progress | None = None,
+    save: Callable[[dict], None] = lambda rows: None,
+    found: dict[str, Callable] | None = None,
 ) -> dict[str, dict]:
-    """name -> {temp, compile, time, noise, diff} or {error}, for every variant of `shape`;
-    `save` is handed the rows once compiled, so that a run cut short keeps them."""
+    """name -> {temp, compile, time, noise, diff} or {error}, for every program of `found`
+    (default: the variants of `shape`); `save` is handed the rows once compiled, so that a run
+    cut short keeps them."""
     params, h0, xs = shape.arrays()
     grad_step = functools.partial(gradient, shape)
-    found = variants(shape)
+    found = variants(shape) if found is None else found
     rows: dict[str, dict] = {}
     compiled = {}
     with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
