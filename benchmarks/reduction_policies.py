@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         rows = mc.measure(shape, args.compile_threads, progress, found=programs(shape))
         base = rows[mc.CHECKPOINTED]
-        print(f"\n## {shape.title}\n\n| program | step (ms) | vs ckpt | temp memory (MiB) | vs ckpt | compile (s) | max rel diff |")
+        print(f"\n## {shape.title}\n")
+        print("| program | step (ms) | vs ckpt | temp memory (MiB) | vs ckpt | compile (s) | max rel diff |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name, row in rows.items():
             if "time" not in row:

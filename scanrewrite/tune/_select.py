@@ -299,9 +299,10 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
 
     Only candidates that ran and compute the original's numbers count. The fastest (median
     step time) of those whose temp memory fits `limit`; then, among those within the measured
-    noise of it (the larger of the two spreads) or compiled to the same program: the original scan if it is one of them (the
-    rewrite keeps only what helps: speed, or the memory the budget needs), else the one with
-    the least temp memory (ties: the written setting, which needs no change, then the faster).
+    noise of it (the larger of the two spreads) or compiled to the same program: the original
+    scan if it is one of them (the rewrite keeps only what helps: speed, or the memory the
+    budget needs), else the one with the least temp memory (ties: the written setting, which
+    needs no change, then the faster).
     The written setting also stands wherever it compiles to the same program as the pick.
     If none fits the budget, the one with the least memory, said so in the reason. None if no
     candidate ran and agreed.
