@@ -7,7 +7,8 @@ schedule across steps), followed by the `N % k` leftover steps (the highest indi
 `reverse=True` the lowest), also straight-line, each chunk in `jax.checkpoint`: the memory of a
 checkpointed scan with the speed of an unrolled loop (the "checkpoint-of-unrolled-scan" of the
 equinox discussion that motivates the project). `store` keeps the residuals of the last steps
-instead, `levels` nests the checkpointing for long scans. `fori_loop` and `map` are the same
+instead, `levels` nests the checkpointing for long scans, and `reductions_saveable` and its two
+companions are checkpoint policies that keep what is cheap to keep (`_policies`). `fori_loop` and `map` are the same
 loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`), `nnx_scan` and `linen_scan` run
 Flax's scans on it (`_flax`).
 
@@ -28,11 +29,18 @@ from scanrewrite.runtime import _call, _override
 from scanrewrite.runtime._flax import linen_scan, nnx_scan
 from scanrewrite.runtime._loops import fori_loop, map
 from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._policies import (
+    dots_and_reductions_saveable,
+    dots_with_no_batch_dims_and_reductions_saveable,
+    reductions_saveable,
+)
 from scanrewrite.runtime._validate import check_store, check_unroll
 
 __all__ = [
     "ORIGINAL",
     "Site",
+    "dots_and_reductions_saveable",
+    "dots_with_no_batch_dims_and_reductions_saveable",
     "eqxi_scan",
     "fori_loop",
     "linen_scan",
@@ -40,6 +48,7 @@ __all__ = [
     "nnx_scan",
     "override",
     "record_sites",
+    "reductions_saveable",
     "scan",
 ]
 
@@ -84,7 +93,9 @@ def scan(
     - `checkpoint`: `True` wraps each chunk (and the `N % k` leftover steps) in
         `jax.checkpoint`, so the backward pass recomputes it from its input carry. A policy
         such as `jax.checkpoint_policies.dots_saveable` is passed to
-        `jax.checkpoint(policy=...)`. `False` does not checkpoint at all: the result is then an
+        `jax.checkpoint(policy=...)`; `reductions_saveable` (keeps sums, and maxima and minima
+        where the step allows) often runs faster than no policy in less memory on an
+        accelerator. `False` does not checkpoint at all: the result is then an
         unrolled scan with every step's residuals saved, as `jax.lax.scan(unroll=k)`.
     - `levels`: nested checkpointing for long scans. `1`: one loop over the `N // k` chunks,
         keeping `N // k` carries for the backward pass. `2`: the chunks are grouped into about

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
-from scanrewrite.runtime import _levels, _memory, _trace
+from scanrewrite.runtime import _levels, _memory, _policies, _trace
 from scanrewrite.runtime._chunks import Layout
 from scanrewrite.runtime._staging import Staging, how_staged
 from scanrewrite.runtime._validate import chunk_size as requested_chunk_size
@@ -250,6 +250,9 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
             f"a per-step checkpoint around f is taken over by the chunks (policy {_name(body.checkpoint)}"
             f"{'' if taken else ', the call names its own'})"
         )
+    checkpoint, why = _policies.resolve(checkpoint, body.jaxpr)
+    if why is not None:
+        reasons.append(why)
     if req.kind == "checkpointed":
         store = 0
         checkpoint = "equinox"
