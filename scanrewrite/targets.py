@@ -154,3 +154,10 @@ CHECKPOINT_POLICIES: tuple[str, ...] = (
     "everything_saveable",
     "nothing_saveable",
 )
+#: The runtime's own policies (`scanrewrite.runtime.NAME`, `scanrewrite.runtime._policies`):
+#: they keep the outputs of reductions, alone or beside a dots policy.
+RUNTIME_POLICIES: tuple[str, ...] = (
+    "reductions_saveable",
+    "dots_with_no_batch_dims_and_reductions_saveable",
+    "dots_and_reductions_saveable",
+)

@@ -169,6 +169,58 @@ SETTINGS = [
         88,
         id="the for-loop's program",
     ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=jax.checkpoint_policies.dots_saveable)
+        """,
+        {3: Settings(1, "reductions_saveable")},
+        """\
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=1, checkpoint=scanrewrite.runtime.reductions_saveable)
+        """,
+        120,
+        id="a runtime policy: no import jax, the runtime is bound already",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime as sr
+
+        y = sr.scan(f, c, xs, unroll=4, checkpoint=sr.reductions_saveable)
+        """,
+        {3: Settings(4, "dots_and_reductions_saveable")},
+        """\
+        import scanrewrite.runtime as sr
+
+        y = sr.scan(f, c, xs, unroll=4, checkpoint=sr.dots_and_reductions_saveable)
+        """,
+        120,
+        id="a runtime policy named as the call names the runtime, replaced",
+    ),
+    pytest.param(
+        """\
+        import functools
+        import scanrewrite.runtime
+
+        run = functools.partial(scanrewrite.runtime.scan, f, unroll=4)
+        """,
+        {4: Settings(4, "dots_with_no_batch_dims_and_reductions_saveable")},
+        """\
+        import functools
+        import scanrewrite.runtime
+
+        run = functools.partial(
+            scanrewrite.runtime.scan,
+            f,
+            unroll=4,
+            checkpoint=scanrewrite.runtime.dots_with_no_batch_dims_and_reductions_saveable,
+        )
+        """,
+        120,
+        id="a runtime policy in a partial",
+    ),
 ]
 
 
@@ -213,6 +265,12 @@ def test_set_settings(before: str, picks: dict[int, Settings], after: str, line_
             Settings(4, "dots_saveable"),
             "checkpoint policy needs `jax`, which is bound to something else here",
             id="jax shadowed",
+        ),
+        pytest.param(
+            "from scanrewrite.runtime import scan\ny = scan(f, c, xs, unroll=4)\n",
+            Settings(4, "reductions_saveable"),
+            "the call names the runtime by a bare name: write checkpoint=scanrewrite.runtime.reductions_saveable by hand",
+            id="runtime policy, runtime by a bare name",
         ),
     ],
 )

@@ -175,3 +175,41 @@ def test_compiling_several_at_a_time_measures_the_same_programs(program: Path):
     assert "programs compiled (3 at a time)" in several.table() and "at a time" not in one.table()
     with pytest.raises(scanrewrite.tune.TuneError, match="`compile_threads` must be a positive int, got 0"):
         scanrewrite.tune.tune(fn, args, compile_threads=0, **kwargs)
+
+
+ATTENTION = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+
+
+def step(h, w):
+    return h + jax.nn.softmax(h @ w @ h.T) @ h, jnp.sum(h)
+
+
+def loss(ws, h):
+    h, ys = scanrewrite.runtime.scan(step, h, ws, unroll=1, checkpoint=CHECKPOINT)
+    return jnp.sum(h) + jnp.sum(ys)
+
+
+def factory():
+    ws = jnp.stack([jnp.eye(4) * (0.5 + 0.1 * i) for i in range(6)])
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, jnp.ones((3, 4)) / 4)
+'''
+
+
+def test_the_runtimes_own_policies_are_tried_on_request(program: Path):
+    """`--policies` takes the runtime's policies: tried at every k, and under a budget on every
+    step; a site that writes one is not tried with it again."""
+    program.write_text(ATTENTION.replace("CHECKPOINT", "True"))
+    fn, args = load(program, "attention_policies").factory()
+    policies = "reductions_saveable,dots_and_reductions_saveable"
+    report = scanrewrite.tune.tune(fn, args, ks=[1], checkpoints=policies, repeats=1, warmup=0,
+                                   memory_budget="100x", stores=(2,))  # fmt: skip
+    rows = {row.label: row for row in report.sites[0].rows}
+    for label in ("k=1, reductions_saveable", "k=1, dots_and_reductions_saveable", "k=6, dots_and_reductions_saveable"):
+        assert label in rows and rows[label].error is None and not rows[label].differs, (label, list(rows))
+    program.write_text(ATTENTION.replace("CHECKPOINT", "scanrewrite.runtime.reductions_saveable"))
+    fn, args = load(program, "attention_written").factory()
+    report = scanrewrite.tune.tune(fn, args, ks=[1], checkpoints="reductions_saveable,none", repeats=1, warmup=0)
+    assert [row.label for row in report.sites[0].rows] == ["k=1 (written)", "k=1, checkpoint=False", "original jax.lax.scan"]

@@ -19,8 +19,9 @@ argument), else appended in the call's own layout. A `functools.partial` of a ru
 such a call, found on its own first line and, where no runtime call starts there, on the first
 line of each call that applies it (`jax.jit(partial(...))(init, xs)`, or `run(init, xs)` after
 `run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the checkpoint
-mode and `levels`: written as ``checkpoint=False`` or ``checkpoint=jax.checkpoint_policies.NAME``
-(adding ``import jax`` where nothing binds `jax`) and ``levels=N``, and left out (an argument
+mode and `levels`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
+(adding ``import jax`` where nothing binds `jax`) or a policy of the runtime's own named as the
+call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and ``levels=N``, and left out (an argument
 there removed) where they are the runtime's defaults. A statement the formatters would
 leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes too long, or short
 enough for one line again, is laid out as ruff format and black lay it out. Every other
@@ -52,7 +53,7 @@ from scanrewrite.codemod._rewrite import Skipped
 from scanrewrite.codemod._scopes import module_scopes
 from scanrewrite.options import Options
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS, Target
+from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES, TARGETS, Target
 
 __all__ = ["NO_CALL", "RuntimeCalls", "Settings", "UnrollResult", "read_unroll", "set_settings", "set_unroll"]
 
@@ -86,7 +87,8 @@ class Settings:
 
     unroll: int
     #: None: as written. ``"checkpoint"``: the default, `True` (no argument); ``"none"``:
-    #: ``checkpoint=False``; else the name of a policy in `jax.checkpoint_policies`.
+    #: ``checkpoint=False``; else the name of a policy in `jax.checkpoint_policies` or of the
+    #: runtime's own (`RUNTIME_POLICIES`).
     checkpoint: str | None = None
     #: None: as written. 1, the default (no argument); else ``levels=N`` or ``levels="auto"``.
     levels: int | str | None = None
@@ -115,10 +117,11 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     for line, settings in picks.items():
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
-        # As the rewrite's options, but for "checkpoint": the runtime's default, written as no argument.
+        # As the rewrite's options, but for "checkpoint" (the runtime's default, written as no
+        # argument) and the runtime's own policies, which the rewrite does not write.
         Options(
             unroll=settings.unroll,
-            checkpoint=None if settings.checkpoint == "checkpoint" else settings.checkpoint,
+            checkpoint=None if settings.checkpoint in ("checkpoint", *RUNTIME_POLICIES) else settings.checkpoint,
             levels=settings.levels,
         )
     parsed = Parsed.from_bytes(source)
@@ -270,7 +273,7 @@ def _unroll_arg(call: cst.Call, target: Target) -> cst.Arg | None:
 def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, imports: ImportEdits) -> str | None:
     """Why a policy cannot be written into `call` (`jax` means something else there); else
     None, with ``import jax`` scheduled in `imports` where nothing binds `jax`."""
-    if settings.checkpoint in (None, "none", "checkpoint"):
+    if settings.checkpoint in (None, "none", "checkpoint", *RUNTIME_POLICIES):
         return None
     if not sites.resolver.module_name_usable(call, "jax"):
         return "checkpoint policy needs `jax`, which is bound to something else here"
@@ -280,14 +283,18 @@ def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, imports:
 
 
 def _new_args(
-    call: cst.Call, target: Target, settings: Settings, partial: bool = False
+    call: cst.Call, target: Target, settings: Settings, partial: bool = False, module: str | None = None
 ) -> tuple[cst.Arg, ...] | str | None:
     """`call`'s arguments with `settings` written; None if they already say so; why not, if
     they cannot. A `partial` (`functools.partial(scanrewrite.runtime.scan, f, ...)`) passes
-    the runtime function's arguments after the function itself."""
+    the runtime function's arguments after the function itself. `module`: how the call names
+    the runtime (``scanrewrite.runtime``, or its alias), where a policy of its own is written."""
+    callee = call.args[0].value if partial and call.args else call.func
+    if module is None and isinstance(callee, cst.Attribute):
+        module = cst.Module([]).code_for_node(callee.value)
     if partial:
         first, *rest = call.args
-        new = _new_args(call.with_changes(args=rest), target, settings)
+        new = _new_args(call.with_changes(args=rest), target, settings, module=module)
         if new is None or isinstance(new, str):
             return new
         if not rest:  # `partial(scanrewrite.runtime.scan)`: the first argument needs a comma now
@@ -300,8 +307,10 @@ def _new_args(
     new: list[cst.Arg] = []
     drop: set[str] = set()
     wanted = [("unroll", cst.Integer(str(settings.unroll)))]
+    if settings.checkpoint in RUNTIME_POLICIES and module is None:
+        return f"the call names the runtime by a bare name: write checkpoint=scanrewrite.runtime.{settings.checkpoint} by hand"
     if settings.checkpoint is not None:
-        wanted.append(("checkpoint", _checkpoint_value(settings.checkpoint)))
+        wanted.append(("checkpoint", _checkpoint_value(settings.checkpoint, module)))
     if settings.levels is not None:
         value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
         wanted.append(("levels", None if settings.levels == 1 else value))
@@ -312,7 +321,7 @@ def _new_args(
             return f"{target.qualified_name} takes no {name}"
         arg = _unroll_arg(call, target) if name == "unroll" else _keyword(call, name)
         if arg is not None:
-            if not _is_value(arg.value):
+            if not _is_value(arg.value, module):
                 code = cst.Module([]).code_for_node(arg.value)
                 what = "number" if name == "unroll" else "value"
                 return f"{name} is written as an expression (`{code}`), not a {what}: set it by hand"
@@ -340,18 +349,20 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
 
 
-def _checkpoint_value(mode: str) -> cst.BaseExpression | None:
-    """The value a checkpoint mode is written as; None for the default (no argument)."""
+def _checkpoint_value(mode: str, module: str | None) -> cst.BaseExpression | None:
+    """The value a checkpoint mode is written as (a runtime policy as an attribute of `module`,
+    the call's name for the runtime); None for the default (no argument)."""
     if mode == "checkpoint":
         return None
     if mode == "none":
         return cst.Name("False")
-    return cst.parse_expression(f"jax.checkpoint_policies.{mode}")
+    return cst.parse_expression(f"{module}.{mode}" if mode in RUNTIME_POLICIES else f"jax.checkpoint_policies.{mode}")
 
 
-def _is_value(node: cst.BaseExpression) -> bool:
+def _is_value(node: cst.BaseExpression, module: str | None = None) -> bool:
     """Whether `node` is written as a value the tuner writes (and may replace): an int or
-    ``"auto"`` literal, `True` or `False`, or ``jax.checkpoint_policies.NAME``."""
+    ``"auto"`` literal, `True` or `False`, ``jax.checkpoint_policies.NAME``, or a policy of the
+    runtime's own as an attribute of `module` (the call's name for the runtime)."""
     if isinstance(node, cst.Integer):
         return True
     if isinstance(node, cst.SimpleString):
@@ -359,6 +370,8 @@ def _is_value(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Name):
         return node.value in ("True", "False")
     code = cst.Module([]).code_for_node(node)
+    if module is not None and code.startswith(f"{module}.") and code[len(module) + 1 :] in RUNTIME_POLICIES:
+        return True
     return code.startswith("jax.checkpoint_policies.") and code.rpartition(".")[2] in CHECKPOINT_POLICIES
 
 

@@ -120,7 +120,8 @@ def _write_stdout(data: bytes) -> None:
               "program.")
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
-              "or jax.checkpoint_policies names.")
+              "jax.checkpoint_policies names, or the runtime's own (reductions_saveable, "
+              "dots_with_no_batch_dims_and_reductions_saveable, dots_and_reductions_saveable).")
 @click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
               callback=_parsed(parse_levels),
               help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "

@@ -20,8 +20,10 @@ from typing import Any
 import jax
 import numpy as np
 
+import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
 from scanrewrite.runtime._override import Call
+from scanrewrite.targets import RUNTIME_POLICIES
 from scanrewrite.tune._select import Candidate, Timing, TuneError
 from scanrewrite.tune._verify import Comparison, Tolerance, compare, flat, to_host
 
@@ -36,6 +38,8 @@ def _checkpoint_value(name: str) -> Any:
         return False
     if name == "checkpoint":
         return True
+    if name in RUNTIME_POLICIES:
+        return getattr(scanrewrite.runtime, name)
     return getattr(jax.checkpoint_policies, name)
 
 

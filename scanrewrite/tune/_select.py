@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scanrewrite.targets import CHECKPOINT_POLICIES
+from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES
 
 #: The chunk sizes tried by default.
 DEFAULT_KS: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
@@ -109,7 +109,8 @@ SPENDING_POLICY = "dots_with_no_batch_dims_saveable"
 def spending_policies(checkpoints: Sequence[str]) -> tuple[str, ...]:
     """The policies a budget tries per step: `SPENDING_POLICY` and the policies named in
     `checkpoints` (not `none` or `checkpoint`)."""
-    return tuple(dict.fromkeys([SPENDING_POLICY, *(c for c in checkpoints if c in CHECKPOINT_POLICIES)]))
+    policies = (*CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
+    return tuple(dict.fromkeys([SPENDING_POLICY, *(c for c in checkpoints if c in policies)]))
 
 
 def spending(ks: Sequence[int], stores: Sequence[int], length: int | None, policies: Sequence[str] = ()) -> list[Candidate]:
@@ -179,9 +180,10 @@ def parse_levels(text: str | Sequence[int | str]) -> tuple[int | str, ...]:
 
 def parse_policies(text: str | Sequence[str]) -> tuple[str, ...]:
     """Checkpoint modes to try besides the written one: `none` (`checkpoint=False`),
-    `checkpoint` (`True`), or names of `jax.checkpoint_policies`; comma-separated in a string."""
+    `checkpoint` (`True`), or names of `jax.checkpoint_policies` or of the runtime's own policies
+    (`RUNTIME_POLICIES`); comma-separated in a string."""
     names = [name.strip() for name in text.split(",") if name.strip()] if isinstance(text, str) else list(text)
-    known = ("none", "checkpoint", *CHECKPOINT_POLICIES)
+    known = ("none", "checkpoint", *CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
     for name in names:
         if name not in known:
             raise TuneError(f"unknown checkpoint mode {name!r}; choose from {', '.join(known)}")

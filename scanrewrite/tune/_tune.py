@@ -9,8 +9,9 @@ from typing import Any, Protocol
 
 import jax
 
+import scanrewrite.runtime
 from scanrewrite.runtime._override import Site
-from scanrewrite.targets import CHECKPOINT_POLICIES, TARGETS
+from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._predict import anchor, bases, fill, prune
@@ -85,7 +86,9 @@ def _mode(checkpoint: Any) -> str | None:
         return "checkpoint"
     if checkpoint is False:
         return "none"
-    return next((name for name in CHECKPOINT_POLICIES if getattr(jax.checkpoint_policies, name, None) is checkpoint), None)
+    found = [name for name in CHECKPOINT_POLICIES if getattr(jax.checkpoint_policies, name, None) is checkpoint]
+    found += [name for name in RUNTIME_POLICIES if getattr(scanrewrite.runtime, name) is checkpoint]
+    return next(iter(found), None)
 
 
 def tune(
