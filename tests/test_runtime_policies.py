@@ -85,6 +85,26 @@ def test_which_steps_keep_their_maxima(f, why):
     assert found == why if why is None else found.startswith(why), found
 
 
+@jax.custom_vjp
+def kept_max(x):
+    """A maximum whose backward pass (Python, not looked into) gets it as a residual."""
+    return jnp.max(x)
+
+
+kept_max.defvjp(lambda x: (jnp.max(x), (x, jnp.max(x))), lambda res, g: (g * (res[0] == res[1]),))
+
+
+def test_a_maximum_that_enters_python_or_a_step_that_cannot_be_traced_keeps_sums():
+    policy = scanrewrite.runtime.reductions_saveable
+    built, why = _policies.resolve(policy, jax.make_jaxpr(kept_max)(X))
+    assert built is policy and "not looked into" in why, why
+    # No forward derivative at all: the plan says so and keeps sums.
+    callback = lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), jnp.max(x) * x)  # noqa: E731
+    built, why = _policies.resolve(policy, jax.make_jaxpr(callback)(X))
+    assert built is policy and why.startswith("reductions_saveable keeps sums, not maxima: its jax.jvp could not"), why
+    assert _policies.resolve(jax.checkpoint_policies.dots_saveable, None) == (jax.checkpoint_policies.dots_saveable, None)
+
+
 def test_a_custom_jvp_softmax_keeps_its_maxima():
     with softmax_custom_jvp(True):
         step = jax.make_jaxpr(jax.nn.softmax)(X)

@@ -81,9 +81,13 @@ _WITH_MAXIMA = {
 def resolve(policy: Any, closed: Any | None) -> tuple[Any, str | None]:
     """The policy to build for a step whose closed jaxpr is `closed` (None: not traced), and
     why; `policy` itself, and no reason, where it is not one of this module's."""
-    if policy not in _WITH_MAXIMA:
+    ours = next((p for p in _WITH_MAXIMA if p is policy), None)  # a user's policy may not hash
+    if ours is None:
         return policy, None
-    why = "the step has no jaxpr to check" if closed is None else maxima_unsafe(jvp_jaxpr(closed))
+    try:
+        why = "the step has no jaxpr to check" if closed is None else maxima_unsafe(jvp_jaxpr(closed))
+    except Exception as exc:  # noqa: BLE001 - a step jax cannot differentiate forward keeps sums
+        why = f"its jax.jvp could not be traced ({type(exc).__name__})"
     if why is not None:
         return policy, f"{policy.__name__} keeps sums, not maxima: {why}"
     reason = "nothing differentiates them or compares them with what the backward pass recomputes"
@@ -97,6 +101,14 @@ def _subjaxprs(eqn: Any) -> list[Any]:
             if isinstance(item, (ClosedJaxpr, Jaxpr)):
                 found.append(bare_jaxpr(item) if isinstance(item, ClosedJaxpr) else item)
     return found
+
+
+def _opaque(eqn: Any) -> bool:
+    """Whether `eqn` runs Python of its own (a `custom_vjp`'s backward pass, a callback)."""
+    return any(
+        (callable(value) and not isinstance(value, type)) or hasattr(value, "call_wrapped")  # jax's WrappedFun
+        for value in eqn.params.values()
+    )
 
 
 def _has_maxima(jaxpr: Any) -> bool:
@@ -158,10 +170,10 @@ def _unsafe(jaxpr: Any, maxima: frozenset, fixed: frozenset) -> tuple[str | None
             if not all(v in found for v in operands):
                 return f"it compares ({name}) a maximum with a value the backward pass recomputes", set()
             found.update(eqn.outvars)
-        elif inner := _subjaxprs(eqn):
+        elif (inner := _subjaxprs(eqn)) or _opaque(eqn):
             if name not in _CALLS:
                 if any(v in found for v in operands) or any(map(_has_maxima, inner)):
-                    return f"a maximum is inside {name}, which is not looked into", set()
+                    return f"a maximum is inside {name}, or enters it, which is not looked into", set()
                 continue
             body = inner[0]
             pairs = list(zip(body.invars, eqn.invars))
