@@ -103,6 +103,9 @@ def test_a_maximum_that_enters_python_or_a_step_that_cannot_be_traced_keeps_sums
     built, why = _policies.resolve(policy, jax.make_jaxpr(callback)(X))
     assert built is policy and why.startswith("reductions_saveable keeps sums, not maxima: its jax.jvp could not"), why
     assert _policies.resolve(jax.checkpoint_policies.dots_saveable, None) == (jax.checkpoint_policies.dots_saveable, None)
+    # An integer input has no tangent (float0): the step is still read.
+    built, why = _policies.resolve(policy, jax.make_jaxpr(lambda x, i: jax.nn.softmax(x * i))(X, 3))
+    assert built is not policy and "maxima and minima too" in why, why
 
 
 def test_a_custom_jvp_softmax_keeps_its_maxima():

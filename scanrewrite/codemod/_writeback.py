@@ -21,8 +21,8 @@ line of each call that applies it (`jax.jit(partial(...))(init, xs)`, or `run(in
 `run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the checkpoint
 mode and `levels`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) or a policy of the runtime's own named as the
-call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and ``levels=N``, and left out (an argument
-there removed) where they are the runtime's defaults. A statement the formatters would
+call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and
+``levels=N``, and left out (an argument there removed) where they are the runtime's defaults. A statement the formatters would
 leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes too long, or short
 enough for one line again, is laid out as ruff format and black lay it out. Every other
 byte stays. Pure: bytes in, result out; no file I/O, no jax.
@@ -308,7 +308,8 @@ def _new_args(
     drop: set[str] = set()
     wanted = [("unroll", cst.Integer(str(settings.unroll)))]
     if settings.checkpoint in RUNTIME_POLICIES and module is None:
-        return f"the call names the runtime by a bare name: write checkpoint=scanrewrite.runtime.{settings.checkpoint} by hand"
+        policy = f"scanrewrite.runtime.{settings.checkpoint}"
+        return f"the call names the runtime by a bare name: write checkpoint={policy} by hand"
     if settings.checkpoint is not None:
         wanted.append(("checkpoint", _checkpoint_value(settings.checkpoint, module)))
     if settings.levels is not None:

@@ -123,10 +123,8 @@ def jvp_jaxpr(closed: Any) -> Any:
     avals = [v.aval for v in bare_jaxpr(closed).invars]
 
     def jvp(*primals: Any) -> Any:
-        tangents = tuple(
-            jnp.zeros(p.shape, p.dtype) if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
-            for p in primals
-        )
+        inexact = lambda p: jnp.issubdtype(p.dtype, jnp.inexact)  # noqa: E731
+        tangents = tuple(jnp.zeros_like(p) if inexact(p) else np.zeros(p.shape, jax.dtypes.float0) for p in primals)
         return jax.jvp(fun, primals, tangents)
 
     traced = jax.make_jaxpr(jvp)(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])

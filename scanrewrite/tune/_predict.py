@@ -55,7 +55,7 @@ def bases(spending: Sequence[Candidate], length: int) -> list[Candidate]:
 
 
 def _policy_loop(candidate: Candidate, length: int) -> bool:
-    return candidate.unroll == length and (candidate.checkpoint in CHECKPOINT_POLICIES or candidate.checkpoint in RUNTIME_POLICIES)
+    return candidate.unroll == length and candidate.checkpoint in (*CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
 
 
 def is_for_loop(candidate: Candidate, length: int) -> bool:
