@@ -276,9 +276,11 @@ def _line() -> int:
 
 
 def test_public_api_is_unchanged():
-    # The loop functions, Flax's scans, plus the tuner's override API (scanrewrite.runtime._override).
+    # The loop functions, Flax's scans, the tuner's override API (scanrewrite.runtime._override)
+    # and the runtime's checkpoint policies (scanrewrite.runtime._policies).
     assert scanrewrite.runtime.__all__ == [
-        "ORIGINAL", "Site", "eqxi_scan", "fori_loop", "linen_scan", "map", "nnx_scan", "override", "record_sites",
+        "ORIGINAL", "Site", "dots_and_reductions_saveable", "dots_with_no_batch_dims_and_reductions_saveable",
+        "eqxi_scan", "fori_loop", "linen_scan", "map", "nnx_scan", "override", "record_sites", "reductions_saveable",
         "scan",
     ]
 

@@ -18,14 +18,14 @@ argument), else appended in the call's own layout. A `functools.partial` of a ru
 (`partial(scanrewrite.runtime.scan, step, unroll=4)`, as the rewrite writes a bound scan) is
 such a call, found on its own first line and, where no runtime call starts there, on the first
 line of each call that applies it (`jax.jit(partial(...))(init, xs)`, or `run(init, xs)` after
-`run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the checkpoint
-mode and `levels`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
+`run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the
+checkpoint mode and `levels`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) or a policy of the runtime's own named as the
-call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and
-``levels=N``, and left out (an argument there removed) where they are the runtime's defaults. A statement the formatters would
-leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes too long, or short
-enough for one line again, is laid out as ruff format and black lay it out. Every other
-byte stays. Pure: bytes in, result out; no file I/O, no jax.
+call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and ``levels=N``,
+and left out (an argument there removed) where they are the runtime's defaults. A statement the
+formatters would leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes
+too long, or short enough for one line again, is laid out as ruff format and black lay it out.
+Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
 
 A call is left alone and reported in `UnrollResult.skipped` (with its line and why) when a
 pragma on it says so (`# scanrewrite: skip`, or `# scanrewrite: unroll=N`, which wins over
@@ -117,8 +117,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     for line, settings in picks.items():
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
-        # As the rewrite's options, but for "checkpoint" (the runtime's default, written as no
-        # argument) and the runtime's own policies, which the rewrite does not write.
+        # As the rewrite's options, but for "checkpoint" (the default: no argument) and the runtime's policies.
         Options(
             unroll=settings.unroll,
             checkpoint=None if settings.checkpoint in ("checkpoint", *RUNTIME_POLICIES) else settings.checkpoint,
@@ -290,8 +289,7 @@ def _new_args(
     the runtime function's arguments after the function itself. `module`: how the call names
     the runtime (``scanrewrite.runtime``, or its alias), where a policy of its own is written."""
     callee = call.args[0].value if partial and call.args else call.func
-    if module is None and isinstance(callee, cst.Attribute):
-        module = cst.Module([]).code_for_node(callee.value)
+    module = module or (cst.Module([]).code_for_node(callee.value) if isinstance(callee, cst.Attribute) else None)
     if partial:
         first, *rest = call.args
         new = _new_args(call.with_changes(args=rest), target, settings, module=module)
