@@ -140,7 +140,8 @@ def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself
     assert not any(row.differs for row in report.sites[0].rows)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.main_only("threads=1: the same sharing, one compile at a time", ids=["2"])
+@pytest.mark.parametrize("threads", [1, 2], ids=["1", "2"])
 def test_configurations_that_lower_to_one_program_compile_once(program: Path, threads: int):
     """The site as the scan it replaced, with no other site, is the program with every site as
     lax.scan: its lowering is the same, so XLA compiles it once (on an accelerator a compile
@@ -198,6 +199,9 @@ def factory():
 '''
 
 
+@pytest.mark.main_only(
+    "the names are data (targets.RUNTIME_POLICIES); each release runs the policies in test_runtime_policies.py"
+)
 def test_the_runtimes_own_policies_are_tried_on_request(program: Path):
     """`--policies` takes the runtime's policies: tried at every k, and under a budget on every
     step; a site that writes one is not tried with it again."""
