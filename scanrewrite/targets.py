@@ -161,3 +161,5 @@ RUNTIME_POLICIES: tuple[str, ...] = (
     "dots_with_no_batch_dims_and_reductions_saveable",
     "dots_and_reductions_saveable",
 )
+#: Every policy a name stands for, jax's and the runtime's.
+ALL_POLICIES: tuple[str, ...] = (*CHECKPOINT_POLICIES, *RUNTIME_POLICIES)

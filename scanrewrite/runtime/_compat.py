@@ -6,6 +6,7 @@ version numbers, so the rest of the runtime (and the tests) call one name on eve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -18,7 +19,7 @@ from jax._src.interpreters import batching
 
 __all__ = [
     "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "current_trace", "enable_x64", "is_eval_trace", "jax_core",
-    "lax_unroll", "leading_slice", "make_user_context", "trace_of", "trace_past_vmap", "typeof",
+    "lax_unroll", "leading_slice", "make_user_context", "sub_jaxprs", "trace_of", "trace_past_vmap", "typeof",
 ]  # fmt: skip
 
 #: A jaxpr with the values of its constants, as `jax.make_jaxpr` returns it: `ClosedJaxpr(jaxpr,
@@ -33,6 +34,17 @@ def bare_jaxpr(closed: Any) -> Any:
 
     Older jax's `closed.jaxpr` holds none; newer jax's is `closed` itself, constants and all."""
     return ClosedJaxpr(closed.jaxpr, [None] * len(closed.consts)).jaxpr
+
+def sub_jaxprs(eqn: Any) -> Iterator[tuple[Any, list[Any]]]:
+    """(jaxpr, consts) of each jaxpr among an equation's parameters (a loop's body, a branch,
+    a call's), closed or not."""
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
+                yield item.jaxpr, list(item.consts)
+            elif type(item).__name__ == "Jaxpr":
+                yield item, []
+
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval

@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 from jax._src.interpreters import partial_eval as pe
 
-from scanrewrite.runtime._compat import ClosedJaxpr, Jaxpr, bare_jaxpr
+from scanrewrite.runtime._compat import bare_jaxpr, sub_jaxprs
 
 __all__ = [
     "dots_and_reductions_saveable",
@@ -94,15 +94,6 @@ def resolve(policy: Any, closed: Any | None) -> tuple[Any, str | None]:
     return _WITH_MAXIMA[policy], f"{policy.__name__} keeps the step's maxima and minima too: {reason}"
 
 
-def _subjaxprs(eqn: Any) -> list[Any]:
-    found = []
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, (ClosedJaxpr, Jaxpr)):
-                found.append(bare_jaxpr(item) if isinstance(item, ClosedJaxpr) else item)
-    return found
-
-
 def _opaque(eqn: Any) -> bool:
     """Whether `eqn` runs Python of its own (a `custom_vjp`'s backward pass, a callback)."""
     return any(
@@ -112,7 +103,7 @@ def _opaque(eqn: Any) -> bool:
 
 
 def _has_maxima(jaxpr: Any) -> bool:
-    return any(eqn.primitive in _MAXIMA or any(map(_has_maxima, _subjaxprs(eqn))) for eqn in jaxpr.eqns)
+    return any(eqn.primitive in _MAXIMA or any(_has_maxima(sub) for sub, _ in sub_jaxprs(eqn)) for eqn in jaxpr.eqns)
 
 
 def jvp_jaxpr(closed: Any) -> Any:
@@ -168,7 +159,7 @@ def _unsafe(jaxpr: Any, maxima: frozenset, fixed: frozenset) -> tuple[str | None
             if not all(v in found for v in operands):
                 return f"it compares ({name}) a maximum with a value the backward pass recomputes", set()
             found.update(eqn.outvars)
-        elif (inner := _subjaxprs(eqn)) or _opaque(eqn):
+        elif (inner := [sub for sub, _ in sub_jaxprs(eqn)]) or _opaque(eqn):
             if name not in _CALLS:
                 if any(v in found for v in operands) or any(map(_has_maxima, inner)):
                     return f"a maximum is inside {name}, or enters it, which is not looked into", set()

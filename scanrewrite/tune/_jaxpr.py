@@ -9,22 +9,13 @@ each equation, innermost first, and the first frame at a site's file and line is
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from scanrewrite.runtime._compat import sub_jaxprs
 from scanrewrite.runtime._override import Site
-
-
-def _sub_jaxprs(eqn: Any) -> Iterator[tuple[Any, list[Any]]]:
-    """(jaxpr, consts) of each jaxpr among an equation's parameters."""
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
-                yield item.jaxpr, list(item.consts)
-            elif type(item).__name__ == "Jaxpr":
-                yield item, []
 
 
 def _site_of(eqn: Any, sites: Mapping[tuple[str, int], Site]) -> Site | None:
@@ -56,7 +47,7 @@ def scan_lengths(jaxpr: Any, sites: list[Site]) -> dict[Site, int]:
                 site = _site_of(eqn, places)
                 if site is not None:
                     found.setdefault(site, int(eqn.params["length"]))
-            for sub, _ in _sub_jaxprs(eqn):
+            for sub, _ in sub_jaxprs(eqn):
                 walk(sub)
 
     walk(jaxpr.jaxpr)
@@ -86,7 +77,7 @@ def _first_difference(a: Any, a_consts: list[Any], b: Any, b_consts: list[Any], 
         site = _site_of(x, places)
         if site is not None:
             return site
-        for (sub_a, consts_a), (sub_b, consts_b) in zip(_sub_jaxprs(x), _sub_jaxprs(y)):
+        for (sub_a, consts_a), (sub_b, consts_b) in zip(sub_jaxprs(x), sub_jaxprs(y)):
             site = _first_difference(sub_a, consts_a, sub_b, consts_b, places)
             if site is not None:
                 return site
@@ -104,7 +95,7 @@ def _differs(x: Any, y: Any, differing: set[Any]) -> bool:
             return True
     return any(
         not all(_same_value(p, q) for p, q in zip(consts_a, consts_b))
-        for (_, consts_a), (_, consts_b) in zip(_sub_jaxprs(x), _sub_jaxprs(y))
+        for (_, consts_a), (_, consts_b) in zip(sub_jaxprs(x), sub_jaxprs(y))
     )
 
 

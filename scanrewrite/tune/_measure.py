@@ -33,7 +33,8 @@ Config = tuple[tuple[Site, Candidate], ...]
 BASELINE: Any = "lax.scan"
 
 
-def _checkpoint_value(name: str) -> Any:
+def checkpoint_value(name: str) -> Any:
+    """The value a checkpoint mode of `--policies` names (`none`, `checkpoint` or a policy)."""
     if name == "none":
         return False
     if name == "checkpoint":
@@ -54,7 +55,7 @@ def applied(config: Config | str) -> Iterator[None]:
             for site, candidate in config:
                 settings: dict[str, Any] = {"unroll": ORIGINAL if candidate.original else candidate.unroll}
                 if candidate.checkpoint is not None:
-                    settings["checkpoint"] = _checkpoint_value(candidate.checkpoint)
+                    settings["checkpoint"] = checkpoint_value(candidate.checkpoint)
                 if candidate.levels is not None:
                     settings["levels"] = candidate.levels
                 if candidate.store is not None:
@@ -88,6 +89,11 @@ class Compiled:
     comparison: Comparison | None = None
     #: A digest of the optimized program: equal for configurations that build the same one.
     program: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether it holds an executable (not forgotten since), or failed to compile."""
+        return self.executable is not None or self.error is not None
 
 
 class Program:
@@ -206,7 +212,7 @@ class Program:
 
     def _reusable(self, digest: str) -> bool:
         known = self._lowerings.get(digest)
-        return known is not None and (known.executable is not None or known.error is not None)
+        return known is not None and known.settled
 
     def _same(self, digest: str, lower_s: float) -> Compiled:
         """The result of the configuration compiled before from the program lowered to
@@ -218,7 +224,7 @@ class Program:
     def _settled(self, config: Config | str) -> bool:
         """Whether `config` is compiled (and not forgotten since), or failed to."""
         known = self._compiled.get(config)
-        return known is not None and (known.executable is not None or known.error is not None)
+        return known is not None and known.settled
 
     def _lower(self, config: Config | str) -> tuple[Any, float] | Compiled:
         """`config` traced and lowered, and the seconds that took; or why it failed."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES
+from scanrewrite.targets import ALL_POLICIES
 from scanrewrite.tune._select import Candidate
 
 #: A prediction may be this much over the budget and still be compiled (XLA's temp memory
@@ -55,7 +55,7 @@ def bases(spending: Sequence[Candidate], length: int) -> list[Candidate]:
 
 
 def _policy_loop(candidate: Candidate, length: int) -> bool:
-    return candidate.unroll == length and candidate.checkpoint in (*CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
+    return candidate.unroll == length and candidate.checkpoint in ALL_POLICIES
 
 
 def is_for_loop(candidate: Candidate, length: int) -> bool:

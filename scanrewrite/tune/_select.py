@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES
+from scanrewrite.targets import ALL_POLICIES
 
 #: The chunk sizes tried by default.
 DEFAULT_KS: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
@@ -36,7 +36,7 @@ class Candidate:
     #: None: the original scan (`jax.lax.scan` / `equinox.internal.scan`) at this site.
     unroll: int | None
     #: None: as the call wrote it; `"none"`: `checkpoint=False`; `"checkpoint"`:
-    #: `checkpoint=True`; else the name of a policy in `jax.checkpoint_policies`.
+    #: `checkpoint=True`; else the name of a policy in `targets.ALL_POLICIES`.
     checkpoint: str | None = None
     #: None: as the call wrote it; else an int >= 1 or `"auto"`.
     levels: int | str | None = None
@@ -109,8 +109,7 @@ SPENDING_POLICY = "dots_with_no_batch_dims_saveable"
 def spending_policies(checkpoints: Sequence[str]) -> tuple[str, ...]:
     """The policies a budget tries per step: `SPENDING_POLICY` and the policies named in
     `checkpoints` (not `none` or `checkpoint`)."""
-    policies = (*CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
-    return tuple(dict.fromkeys([SPENDING_POLICY, *(c for c in checkpoints if c in policies)]))
+    return tuple(dict.fromkeys([SPENDING_POLICY, *(c for c in checkpoints if c in ALL_POLICIES)]))
 
 
 def spending(ks: Sequence[int], stores: Sequence[int], length: int | None, policies: Sequence[str] = ()) -> list[Candidate]:
@@ -183,7 +182,7 @@ def parse_policies(text: str | Sequence[str]) -> tuple[str, ...]:
     `checkpoint` (`True`), or names of `jax.checkpoint_policies` or of the runtime's own policies
     (`RUNTIME_POLICIES`); comma-separated in a string."""
     names = [name.strip() for name in text.split(",") if name.strip()] if isinstance(text, str) else list(text)
-    known = ("none", "checkpoint", *CHECKPOINT_POLICIES, *RUNTIME_POLICIES)
+    known = ("none", "checkpoint", *ALL_POLICIES)
     for name in names:
         if name not in known:
             raise TuneError(f"unknown checkpoint mode {name!r}; choose from {', '.join(known)}")

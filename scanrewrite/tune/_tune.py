@@ -9,11 +9,10 @@ from typing import Any, Protocol
 
 import jax
 
-import scanrewrite.runtime
 from scanrewrite.runtime._override import Site
-from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES, TARGETS
+from scanrewrite.targets import ALL_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
-from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
+from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._select import (
@@ -82,13 +81,7 @@ def _order(item: tuple[Site, Candidate]) -> tuple:
 
 def _mode(checkpoint: Any) -> str | None:
     """The checkpoint mode a call wrote, as `--policies` names it (None if it is none of them)."""
-    if checkpoint is True:
-        return "checkpoint"
-    if checkpoint is False:
-        return "none"
-    found = [name for name in CHECKPOINT_POLICIES if getattr(jax.checkpoint_policies, name, None) is checkpoint]
-    found += [name for name in RUNTIME_POLICIES if getattr(scanrewrite.runtime, name) is checkpoint]
-    return next(iter(found), None)
+    return next((name for name in ("checkpoint", "none", *ALL_POLICIES) if checkpoint_value(name) is checkpoint), None)
 
 
 def tune(
@@ -121,7 +114,8 @@ def tune(
     - `ks`: the chunk sizes to try at every site (the written `unroll` is always tried too).
     - `checkpoints`: checkpoint modes to try besides the written one, at every site but
         `eqxi_scan` ones (which have none): `"none"` (`checkpoint=False`), `"checkpoint"`
-        (`True`), or names of `jax.checkpoint_policies`; each is tried with every k.
+        (`True`), or names of `jax.checkpoint_policies` or of the runtime's own; each is tried with
+        every k.
     - `levels`: the `levels` to try besides the written one, at sites of at least 64 steps
         but `eqxi_scan` ones (which have none); each is tried with every k and checkpoint
         mode. `()` tries none.
