@@ -32,6 +32,7 @@ __all__ = [
     "dots_and_reductions_saveable",
     "dots_with_no_batch_dims_and_reductions_saveable",
     "jvp_jaxpr",
+    "keeps_no_dots",
     "maxima_unsafe",
     "reductions_saveable",
     "resolve",
@@ -76,6 +77,12 @@ _WITH_MAXIMA = {
     policy: _with_maxima(policy)
     for policy in (reductions_saveable, dots_with_no_batch_dims_and_reductions_saveable, dots_and_reductions_saveable)
 }
+
+
+def keeps_no_dots(checkpoint: Any) -> bool:
+    """Whether `checkpoint` (as a plan holds it) keeps no matrix product's output: `True` (keeps
+    nothing) or `reductions_saveable`, with or without maxima."""
+    return checkpoint is True or checkpoint is reductions_saveable or checkpoint is _WITH_MAXIMA[reductions_saveable]
 
 
 def resolve(policy: Any, closed: Any | None) -> tuple[Any, str | None]:
