@@ -14,8 +14,9 @@ The peers: `lax.scan`, `lax.scan(unroll=k)`, `lax.scan(jax.checkpoint(f))` with 
 `jax.checkpoint(policy=dots_with_no_batch_dims_saveable)` in the for-loop. The runtime's
 programs (rows `runtime ...`): per-step checkpoints, chunks of k (also not checkpointed, on
 small steps), a policy, `store=s` where the runtime has it, the dots policy on every step
-alone and with stored steps, `dots_saveable` (the batch dims' dots too) on every step, and the
-for-loop's program (`unroll=True, checkpoint=False`).
+alone and with stored steps, `dots_saveable` (the batch dims' dots too) on every step, the
+runtime's policies that keep reductions' outputs (`REDUCTIONS`, at k=1 and on every step), and
+the for-loop's program (`unroll=True, checkpoint=False`).
 
 The runtime's *pick* at a budget is its fastest program whose temp memory fits. The checks of
 issue 41 are printed as pass or fail, against the for-loop (memory m1, time t1) and

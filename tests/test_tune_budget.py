@@ -130,13 +130,14 @@ def test_by_default_the_stored_counts_go_on_to_fill_the_budget(program: Path):
 def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):
     """A step written as `jax.checkpoint(step)` (the runtime takes its checkpoint over): the
     for-loop's program keeps every step's residuals, more than k = 1, where `checkpoint=False`
-    would have kept the user's per-step checkpoint; and the dots policy on every step is tried."""
+    would have kept the user's per-step checkpoint; and the runtime's policies are tried (rolled, and on every step)."""
     program.write_text(ONE_SITE.replace("scanrewrite.runtime.scan(step,", "scanrewrite.runtime.scan(jax.checkpoint(step),"))
     fn, args = load(program, "one_checkpointed").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(2,))
     memory = {str(row.candidate): row.temp_bytes for row in report.sites[0].rows}
     assert memory["k=8, store=8"] > memory["k=1"], memory
-    assert {"k=8, dots_with_no_batch_dims_saveable", "k=8, dots_with_no_batch_dims_saveable, store=2"} <= set(memory)
+    policy = "dots_with_no_batch_dims_and_reductions_saveable"
+    assert {"k=1, reductions_saveable", f"k=8, {policy}", f"k=8, {policy}, store=2", "k=8, dots_and_reductions_saveable"} <= set(memory)
     assert not any(row.differs for row in report.sites[0].rows)
 
 

@@ -20,7 +20,7 @@ from scanrewrite.tune._select import (
     parse_stores,
     spending,
 )
-from scanrewrite.tune._select import default_stores, spending_policies
+from scanrewrite.tune._select import ROLLED_SPENDING_POLICIES, default_stores, spending_policies
 
 
 @pytest.mark.parametrize(
@@ -88,15 +88,21 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
     ]
     assert spending([1], (1,), None) == []
     assert spending([1], (), 16) == []  # no stored steps, not every step either
-    # A policy per step, alone and with each stored count, before the for-loop.
-    found = spending([1], (1, 8), 16, spending_policies(["none", "checkpoint", "everything_saveable"]))
+    # A rolled policy at every k first; a policy per step, alone and with each stored count,
+    # before the for-loop: the runtime's two that keep dots and reductions, then those named.
+    policies = spending_policies(["none", "checkpoint", "everything_saveable", "dots_and_reductions_saveable"])
+    found = spending([1, 16], (1, 8), 16, policies, ROLLED_SPENDING_POLICIES)
     assert [str(c) for c in found] == [
-        "k=1, store=1", "k=1, store=8",
-        "k=16, dots_with_no_batch_dims_saveable", "k=16, dots_with_no_batch_dims_saveable, store=1",
-        "k=16, dots_with_no_batch_dims_saveable, store=8",
+        "k=1, reductions_saveable", "k=1, store=1", "k=1, store=8",
+        "k=16, dots_with_no_batch_dims_and_reductions_saveable",
+        "k=16, dots_with_no_batch_dims_and_reductions_saveable, store=1",
+        "k=16, dots_with_no_batch_dims_and_reductions_saveable, store=8",
+        "k=16, dots_and_reductions_saveable", "k=16, dots_and_reductions_saveable, store=1",
+        "k=16, dots_and_reductions_saveable, store=8",
         "k=16, everything_saveable", "k=16, everything_saveable, store=1", "k=16, everything_saveable, store=8",
         "k=16, store=16",
     ]  # fmt: skip
+    assert spending([1], (), 16, policies, ROLLED_SPENDING_POLICIES) == []  # no stored steps: no spending
 
 
 @pytest.mark.parametrize(

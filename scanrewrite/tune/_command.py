@@ -111,9 +111,9 @@ def _write_stdout(data: bytes) -> None:
               help="Untimed calls of each configuration before timing.")
 @click.option("--memory-budget", callback=_parsed(Budget.parse),
               help="Limit on compiled temp memory: bytes ('12GiB', '500MB'), a fraction of lax.scan's "
-              "('0.5x', '50%') or of the device's memory ('0.8'). Then scan sites also try stored steps, the dots "
-              "policy (and --policies) on every step, and the for-loop's program, compiling only those predicted "
-              "to fit and win.")
+              "('0.5x', '50%') or of the device's memory ('0.8'). Then scan sites also try reductions_saveable at "
+              "each k, stored steps, the runtime's dots-and-reductions policies (and --policies) on every step, and "
+              "the for-loop's program, compiling only those predicted to fit and win.")
 @click.option("--stores", default="auto", show_default=True, callback=_parsed(parse_stores),
               help="With --memory-budget: stored steps to try with each k, comma-separated, or 'auto' "
               "(1 and a quarter, half and three quarters of each site's steps); '' tries none, nor the for-loop's "

@@ -19,6 +19,7 @@ from scanrewrite.tune._select import (
     DEFAULT_KS,
     DEFAULT_LEVELS,
     LEVELS_MIN_STEPS,
+    ROLLED_SPENDING_POLICIES,
     Budget,
     Candidate,
     Option,
@@ -126,9 +127,10 @@ def tune(
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
         (`"2GiB"`, an int), a fraction of lax.scan's (`"0.5x"`, `"50%"`), or a bare number up
         to 1 (`0.8`), a fraction of the device's memory. With a budget, `scan` sites also try
-        the programs that spend memory for speed: stored steps (`stores`), the dots policy and
-        those named in `checkpoints` on every step (`unroll=N`), also with stored steps, and
-        the for-loop's program (`store=N`); of those, only the ones predicted to fit and win
+        the programs that spend memory for speed: `reductions_saveable` at every k, stored
+        steps (`stores`), the runtime's dots-and-reductions policies and those named in
+        `checkpoints` on every step (`unroll=N`), also with stored steps, and the for-loop's
+        program (`store=N`); of those, only the ones predicted to fit and win
         are compiled (`scanrewrite.tune._predict`).
     - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
         quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
@@ -203,7 +205,8 @@ def tune(
         if budget is not None and calls[site].api == "scan":
             length = lengths.get(site)
             counts = default_stores(length) if store_counts is None else store_counts
-            spend[site] = [c for c in spending(ks, counts, length, spending_policies(checkpoints)) if c not in tried[site]]
+            found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
+            spend[site] = [c for c in found_spending if c not in tried[site]]
     total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
     progress.begin(total)
 
