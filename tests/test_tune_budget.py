@@ -130,7 +130,8 @@ def test_by_default_the_stored_counts_go_on_to_fill_the_budget(program: Path):
 def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):
     """A step written as `jax.checkpoint(step)` (the runtime takes its checkpoint over): the
     for-loop's program keeps every step's residuals, more than k = 1, where `checkpoint=False`
-    would have kept the user's per-step checkpoint; and the runtime's policies are tried (rolled, and on every step)."""
+    would have kept the user's per-step checkpoint; and the runtime's policies are tried (rolled,
+    and on every step)."""
     program.write_text(ONE_SITE.replace("scanrewrite.runtime.scan(step,", "scanrewrite.runtime.scan(jax.checkpoint(step),"))
     fn, args = load(program, "one_checkpointed").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(2,))
