@@ -57,9 +57,7 @@ def saving(*prims) -> Callable:
 
 SUMS = saving(lax.reduce_sum_p)
 POLICIES = {
-    "reductions_saveable": scanrewrite.runtime.reductions_saveable,
-    "dots_with_no_batch_dims_and_reductions_saveable": scanrewrite.runtime.dots_with_no_batch_dims_and_reductions_saveable,
-    "dots_and_reductions_saveable": scanrewrite.runtime.dots_and_reductions_saveable,
+    **mc.REDUCTIONS,
     "sum": SUMS,
     "dots+sum": jax.checkpoint_policies.save_from_both_policies(jax.checkpoint_policies.dots_with_no_batch_dims_saveable, SUMS),
 }  # fmt: skip

@@ -35,6 +35,7 @@ def bare_jaxpr(closed: Any) -> Any:
     Older jax's `closed.jaxpr` holds none; newer jax's is `closed` itself, constants and all."""
     return ClosedJaxpr(closed.jaxpr, [None] * len(closed.consts)).jaxpr
 
+
 def sub_jaxprs(eqn: Any) -> Iterator[tuple[Any, list[Any]]]:
     """(jaxpr, consts) of each jaxpr among an equation's parameters (a loop's body, a branch,
     a call's), closed or not."""

@@ -16,6 +16,7 @@ import click
 
 from scanrewrite.files import display_path
 from scanrewrite.output import color_diff
+from scanrewrite.targets import RUNTIME_POLICIES
 from scanrewrite.tune._select import (
     DEFAULT_KS,
     DEFAULT_LEVELS,
@@ -120,8 +121,7 @@ def _write_stdout(data: bytes) -> None:
               "program.")
 @click.option("--policies", default="", callback=_parsed(parse_policies),
               help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
-              "jax.checkpoint_policies names, or the runtime's own (reductions_saveable, "
-              "dots_with_no_batch_dims_and_reductions_saveable, dots_and_reductions_saveable).")
+              f"jax.checkpoint_policies names, or the runtime's own ({', '.join(RUNTIME_POLICIES)}).")
 @click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
               callback=_parsed(parse_levels),
               help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "
