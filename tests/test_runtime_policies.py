@@ -1,11 +1,11 @@
 """The runtime's checkpoint policies: `reductions_saveable` and its two companions.
 
-Which steps may keep their maxima (`maxima_unsafe`, on small functions with a known answer),
-what each policy keeps (jax's own account of the residuals), and that a rewritten scan with
-each computes `jax.lax.scan`'s numbers, leaf by leaf, forward and gradient, on every layout,
-stored steps too, under `jit` and eagerly, `vmap` and `jvp`: both for a softmax-attention step,
-which keeps its maxima, and for a step that differentiates its maximum, which keeps sums only;
-a wrong variant is rejected.
+What each policy keeps (jax's own account of the residuals, with jax's softmax a `custom_jvp`
+or not) and what `record_sites()` says it keeps; a step that cannot be read keeps sums; and a
+rewritten scan with each computes `jax.lax.scan`'s numbers eagerly, under `vmap` and `jvp`,
+for a softmax-attention step, which keeps its maxima, and for a step whose output is a maximum,
+which keeps sums only. Which steps may keep their maxima, attacked, and the gradients on every
+layout: `test_runtime_extremes.py`.
 """
 
 import collections
@@ -13,16 +13,15 @@ import contextlib
 import io
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.ad_checkpoint import print_saved_residuals
 
 import scanrewrite.runtime
-from scanrewrite.runtime import _policies, record_sites, scan
-from scanrewrite.runtime._compat import enable_x64
-from tests.test_runtime import TOL, outputs_and_grads, pinned_layout
-from tests.test_runtime_store import LAYOUTS  # noqa: F401 - it adds the straight-line layout, "line"
+from scanrewrite.runtime import _policies, _reveal, record_sites, scan
+from tests.test_runtime import TOL
 from tests.treecheck import assert_trees_close
 
 POLICIES = [
@@ -32,20 +31,6 @@ POLICIES = [
 ]
 N = 5
 X = jnp.ones((2, 3))
-stopped_max = lambda x: jax.lax.stop_gradient(jnp.max(x, -1, keepdims=True))  # noqa: E731
-
-
-@jax.custom_jvp
-def sneaky_max(x):
-    """A maximum whose own derivative rule compares it with its operand."""
-    return jnp.max(x, -1)
-
-
-@sneaky_max.defjvp
-def _sneaky_max_jvp(primals, tangents):
-    (x,), (t,) = primals, tangents
-    top = jnp.max(x, -1, keepdims=True)
-    return top[..., 0], jnp.sum(jnp.where(x == top, t, 0.0), -1)
 
 
 @contextlib.contextmanager
@@ -57,32 +42,6 @@ def softmax_custom_jvp(value: bool):
         yield
     finally:
         jax.config.update("jax_softmax_custom_jvp", saved)
-
-
-@pytest.mark.parametrize(
-    "f, why",
-    [
-        (jax.nn.softmax, None),
-        (lambda x: jax.nn.logsumexp(x, -1), None),
-        (lambda x: jax.jit(jax.nn.softmax)(x), None),
-        (lambda x: x * stopped_max(x), None),
-        (jax.nn.relu, None),  # an elementwise max with a constant: no reduction
-        (lambda x: jnp.max(x, -1), "it compares (eq) a maximum with a value"),  # its derivative does
-        (lambda x: jnp.min(jax.jit(lambda y: y * 2)(x)), "it compares (eq) a maximum with a value"),
-        (sneaky_max, "it compares (eq) a maximum with a value"),
-        (lambda x: jnp.where(x == stopped_max(x), x, 0.0), "it compares (eq) a maximum with a value"),
-        (lambda x: jnp.maximum(x, stopped_max(x)), "it compares (max) a maximum with a value"),
-        # Scaled, it no longer equals the element it came from: an order turns only on a near tie,
-        # as it does wherever a value kept meets one recomputed (`dots_saveable`'s too).
-        (lambda x: jnp.maximum(x, stopped_max(x) / 2), None),
-        (lambda x: jax.lax.cond(True, lambda: jnp.max(x), lambda: 0.0), "a maximum is inside cond"),
-    ],
-    ids=["softmax", "logsumexp", "jitted-softmax", "stopped", "relu", "max-out", "min-in-jit", "custom-jvp",
-         "eq", "max", "max-of-half", "cond"],  # fmt: skip
-)
-def test_which_steps_keep_their_maxima(f, why):
-    found = _policies.maxima_unsafe(_policies.jvp_jaxpr(jax.make_jaxpr(f)(X)))
-    assert found == why if why is None else found.startswith(why), found
 
 
 @jax.custom_vjp
@@ -108,13 +67,6 @@ def test_a_maximum_that_enters_python_or_a_step_that_cannot_be_traced_keeps_sums
     assert built is not policy and "maxima and minima too" in why, why
 
 
-def test_a_custom_jvp_softmax_keeps_its_maxima():
-    with softmax_custom_jvp(True):
-        step = jax.make_jaxpr(jax.nn.softmax)(X)
-    assert "custom_jvp_call" in str(step)
-    assert _policies.maxima_unsafe(_policies.jvp_jaxpr(step)) is None
-
-
 def attention(h, w):
     """A softmax-attention layer, its weights scanned over as `xs`: it may keep its maxima."""
     scores = jnp.einsum("bsd,btd->bst", h @ w["q"], h @ w["k"])
@@ -134,69 +86,56 @@ def inputs(dtype, seed=0):
     return draw(2, 4, 3), {"q": draw(N, 3, 3), "k": draw(N, 3, 3)}
 
 
-def kept(policy) -> collections.Counter:
+def kept(policy, custom) -> collections.Counter:
     """The types of the values `policy` keeps of one `attention` step, counted (by type: jax
-    names the primitive that made each, or on older releases the `reduce_precision` around it)."""
+    names the primitive that made each, or on older releases the `reduce_precision` around it),
+    with jax's softmax a `custom_jvp` or not, as the runtime replays the step (`_reveal`)."""
     h, ws = inputs(jnp.float32)
     w = jax.tree_util.tree_map(lambda a: a[0], ws)
+    with softmax_custom_jvp(custom):
+        step = _reveal.reveal(jax.make_jaxpr(attention)(h, w))
     with contextlib.redirect_stdout(io.StringIO()) as out:
-        print_saved_residuals(jax.checkpoint(attention, policy=policy), h, w)
+        print_saved_residuals(jax.checkpoint(jax.extend.core.jaxpr_as_fun(step), policy=policy), h, *jax.tree_util.tree_leaves(w))
     return collections.Counter(line.split()[0] for line in out.getvalue().splitlines() if " output of " in line)
 
 
-@softmax_custom_jvp(False)  # as a custom_jvp, jax keeps or recomputes the softmax whole
-def test_each_policy_keeps_what_it_says():
+@pytest.mark.parametrize("custom", [False, True], ids=["softmax", "custom-jvp-softmax"])
+def test_each_policy_keeps_what_it_says(custom):
+    """Jax's account of the residuals, with the softmax as it is on jax 0.10 and as a
+    `custom_jvp` (jax 0.12's default), which the runtime writes out (`_reveal`)."""
+    if custom and jax.__version_info__ < (0, 5):
+        pytest.skip("jax 0.4 names no custom_jvp's function: its softmax stays whole")
     h, ws = inputs(jnp.float32)
-    step = jax.make_jaxpr(attention)(h, jax.tree_util.tree_map(lambda a: a[0], ws))
-    sums, maxima = collections.Counter({"f32[2,4]": 2}), collections.Counter({"f32[2,4]": 1})
-    # q and k (no batch dimensions); the mix, and the scores, too (with them).
-    dots = [collections.Counter(), collections.Counter({"f32[2,4,3]": 2}),
-            collections.Counter({"f32[2,4,3]": 3, "f32[2,4,4]": 1})]  # fmt: skip
-    for policy, its_dots in zip(POLICIES, dots):
-        # Outside a rewritten scan: the sums (the softmax's and the mean) and its dots.
-        assert kept(policy) == sums + its_dots, policy.__name__
-        # In one whose step allows it, the softmax's maximum too.
-        assert kept(_policies.resolve(policy, step)[0]) == sums + maxima + its_dots, policy.__name__
-    assert kept(jax.checkpoint_policies.nothing_saveable) == collections.Counter()
+    with softmax_custom_jvp(custom):
+        step = _reveal.reveal(jax.make_jaxpr(attention)(h, jax.tree_util.tree_map(lambda a: a[0], ws)))
+        sums, maxima = collections.Counter({"f32[2,4]": 2}), collections.Counter({"f32[2,4]": 1})
+        # q and k (no batch dimensions); the mix, and the scores, too (with them).
+        dots = [collections.Counter(), collections.Counter({"f32[2,4,3]": 2}),
+                collections.Counter({"f32[2,4,3]": 3, "f32[2,4,4]": 1})]  # fmt: skip
+        for policy, its_dots, said in zip(POLICIES, dots, ["", "2 matrix products, ", "4 matrix products, "]):
+            # Outside a rewritten scan: the sums (the softmax's and the mean) and its dots.
+            assert kept(policy, custom) == sums + its_dots, policy.__name__
+            # In one whose step allows it, the softmax's maximum too.
+            built, why = _policies.resolve(policy, step, 1)
+            assert kept(built, custom) == sums + maxima + its_dots, policy.__name__
+            assert why.endswith(f"it keeps {said}1 maximum, 2 sums of each step"), why
+        assert kept(jax.checkpoint_policies.nothing_saveable, custom) == collections.Counter()
 
 
-def _cases():
-    """Each policy and step in chunks of 2 on the accelerators' layout; the layouts, chunk
-    sizes and stored steps with the first policy (the others differ from it in jax's dots)."""
-    for policy in POLICIES:
-        for step, keeps in ((attention, True), (peaked, False)):
-            yield pytest.param(policy, step, keeps, 2, 0, "line", id=f"{policy.__name__}-{step.__name__}")
-    for step, keeps, unroll, store, layout in [
-        (attention, True, 1, 0, "unrolled"), (attention, True, 1, 0, "line"), (attention, True, True, 0, "fitted"),
-        (attention, True, 2, 2, "fitted"), (attention, True, 2, 2, "line"), (peaked, False, True, 0, "line"),
-        (peaked, False, 2, 2, "unrolled"),
-    ]:  # fmt: skip
-        name = f"{step.__name__}-{'loop' if unroll is True else f'k{unroll}'}-store{store}-{layout}"
-        yield pytest.param(POLICIES[0], step, keeps, unroll, store, layout, id=name)
-
-
-CASES = list(_cases())
-MATRIX_CASES = ("reductions_saveable-attention", "reductions_saveable-peaked")
-
-
-@pytest.mark.main_only(
-    "the two steps with reductions_saveable (one keeps its maxima, one does not)",
-    ids=[case.id for case in CASES if case.id not in MATRIX_CASES],
-)
-@pytest.mark.parametrize("policy, step, keeps, unroll, store, layout", CASES)
-def test_matches_lax_scan(policy, step, keeps, unroll, store, layout):
-    with enable_x64(True), pinned_layout(layout), record_sites() as sites:
-        h, ws = inputs(jnp.float64)
-        expected = outputs_and_grads(jax.lax.scan, step, h, ws, None)
-        actual = outputs_and_grads(scan, step, h, ws, None, unroll=unroll, checkpoint=policy, store=store)
-    assert assert_trees_close(actual, expected, **TOL["float64"]) == len(jax.tree_util.tree_leaves(expected)) == 5
+@pytest.mark.parametrize("custom", [False, True], ids=["softmax", "custom-jvp-softmax"])
+def test_a_rewritten_scan_says_what_it_keeps(custom):
+    """`record_sites()` reports the reductions the compiled program keeps, on every release,
+    the softmax's too where jax computes it as a `custom_jvp` (on jax 0.12 by default)."""
+    if custom and jax.__version_info__ < (0, 5):
+        pytest.skip("jax 0.4 names no custom_jvp's function: its softmax stays whole")
+    h, ws = inputs(jnp.float32)
+    with softmax_custom_jvp(custom), record_sites() as sites:
+        jax.grad(lambda h: jnp.sum(scan(attention, h, ws, unroll=2, checkpoint=POLICIES[0])[1]))(h)
     (plans,) = sites.plans.values()
-    built = {plan.checkpoint for plan in plans}
-    assert built == {_policies.resolve(policy, None)[0] if not keeps else _policies._WITH_MAXIMA[policy]}, built
-    assert all(("maxima and minima too" if keeps else "keeps sums, not maxima") in plan.describe() for plan in plans)
+    assert all(plan.describe().count("it keeps 1 maximum, 2 sums of each step") == 1 for plan in plans), plans
 
 
-@pytest.mark.parametrize("step", [attention, peaked])
+@pytest.mark.parametrize("step", [attention])
 def test_eagerly_under_vmap_and_jvp(step):
     policy = POLICIES[0]
     h, ws = inputs(jnp.float32)
@@ -209,13 +148,3 @@ def test_eagerly_under_vmap_and_jvp(step):
             jax.jvp(loss, (h, ws), (h, ws)),
         )
     assert assert_trees_close(found["runtime"], found["lax"], **TOL["float32"]) == 6
-
-
-def test_the_checker_rejects_a_wrong_variant():
-    """The steps run in the wrong order: the same shapes and policy, other numbers."""
-    with enable_x64(True):
-        h, ws = inputs(jnp.float64)
-        expected = outputs_and_grads(jax.lax.scan, attention, h, ws, None)
-        wrong = outputs_and_grads(scan, attention, h, ws, None, unroll=2, checkpoint=POLICIES[0], reverse=True)
-    with pytest.raises(AssertionError, match="values differ"):
-        assert_trees_close(wrong, expected, **TOL["float64"])

@@ -6,6 +6,7 @@ version numbers, so the rest of the runtime (and the tests) call one name on eve
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from jax._src import core as jax_core
 from jax._src.interpreters import batching
 
 __all__ = [
-    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "current_trace", "enable_x64", "is_eval_trace", "jax_core",
+    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "bind_equation", "current_trace", "enable_x64", "is_eval_trace", "jax_core",
     "lax_unroll", "leading_slice", "make_user_context", "sub_jaxprs", "trace_of", "trace_past_vmap", "typeof",
 ]  # fmt: skip
 
@@ -45,6 +46,18 @@ def sub_jaxprs(eqn: Any) -> Iterator[tuple[Any, list[Any]]]:
                 yield item.jaxpr, list(item.consts)
             elif type(item).__name__ == "Jaxpr":
                 yield item, []
+
+
+def bind_equation(eqn: Any, args: Any) -> list[Any]:
+    """`eqn`'s primitive bound anew on `args`, as `jax.core.eval_jaxpr` binds it: its outputs.
+
+    Newer jax's `get_bind_params` gives the parameters to bind with, the functions a call
+    runs among them; older jax's (0.4) gives those functions apart, as `(subfuns, params)`."""
+    params = eqn.primitive.get_bind_params(eqn.params)
+    subfuns, params = params if isinstance(params, tuple) else ((), params)
+    with eqn.ctx.manager if hasattr(eqn, "ctx") else contextlib.nullcontext():
+        out = eqn.primitive.bind(*subfuns, *args, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
 
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.

@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
+import jax
+
 from scanrewrite.runtime import _levels, _memory, _policies, _trace
 from scanrewrite.runtime._chunks import Layout
 from scanrewrite.runtime._staging import Staging, how_staged
@@ -250,7 +252,7 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
             f"a per-step checkpoint around f is taken over by the chunks (policy {_name(body.checkpoint)}"
             f"{'' if taken else ', the call names its own'})"
         )
-    checkpoint, why = _policies.resolve(checkpoint, body.jaxpr)
+    checkpoint, why = _policies.resolve(checkpoint, body.jaxpr, len(jax.tree_util.tree_leaves(body.init)))
     if why is not None:
         reasons.append(why)
     if req.kind == "checkpointed":

@@ -6,45 +6,38 @@ inside the backward pass's kernels. On a TPU v5e, keeping each softmax's maximum
 the checkpointed scan of a 16-layer GPT-style stack run at 0.80x its time in 0.77x its memory
 (`benchmarks/reduction_policies.py`).
 
-A kept maximum is not always safe. `reduce_max`'s derivative compares the maximum with its
-operand; with the maximum kept and the operand recomputed, a recomputation that rounds
-otherwise (XLA compiles it apart) finds no element equal to it, and the gradient is wrong by far
-more than rounding. A comparison of the kept maximum with any recomputed value is exposed the
-same way. So each policy here keeps sums (whose derivative is linear) wherever it is used, and
-a rewritten scan keeps maxima and minima too where `maxima_unsafe` finds no such comparison in
-its step's derivative (`jvp_jaxpr`): `resolve` gives the policy to build.
+A kept maximum is not always safe (`_extremes` says why and decides it for a step). So each
+policy here keeps sums (whose derivative is linear) wherever it is used, and a rewritten scan
+keeps maxima and minima too where `_extremes.maxima_unsafe` proves that no derivative of the
+step can compare one with a value the backward pass recomputes: `resolve` gives the policy to
+build, and says what it keeps of the step, as jax's own partial evaluation decides it.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import jax
 import jax.extend.core
-import jax.numpy as jnp
-import numpy as np
 from jax import lax
-from jax._src.interpreters import partial_eval as pe
+from jax._src.ad_checkpoint import saved_residuals
 
 from scanrewrite.runtime._compat import bare_jaxpr, sub_jaxprs
+from scanrewrite.runtime._extremes import EXTREMES, jvp_jaxpr, maxima_unsafe
 
 __all__ = [
     "dots_and_reductions_saveable",
     "dots_with_no_batch_dims_and_reductions_saveable",
-    "jvp_jaxpr",
+    "has_reductions",
+    "is_ours",
     "keeps_no_dots",
-    "maxima_unsafe",
     "reductions_saveable",
     "resolve",
+    "with_maxima",
 ]
 
 _SUMS = frozenset({lax.reduce_sum_p})
-_MAXIMA = frozenset({lax.reduce_max_p, lax.reduce_min_p})
-#: Primitives that compare their operands, whose derivatives too (`max`, `min`).
-_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "max", "min", "clamp"})
-#: Primitives that call a jaxpr on their operands once. In a `jvp_jaxpr` a `custom_jvp_call`
-#: left is the primal half of one whose rule is already spelled out beside it.
-_CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "checkpoint", "remat", "remat2", "custom_jvp_call"})
 
 
 def reductions_saveable(prim: Any, *_: Any, **__: Any) -> bool:
@@ -66,7 +59,7 @@ def dots_and_reductions_saveable(prim: Any, *args: Any, **params: Any) -> bool:
 
 def _with_maxima(policy: Any) -> Any:
     def keep(prim: Any, *args: Any, **params: Any) -> bool:
-        return prim in _MAXIMA or policy(prim, *args, **params)
+        return prim in EXTREMES or policy(prim, *args, **params)
 
     keep.__name__ = f"{policy.__name__} (maxima and minima too)"
     return keep
@@ -79,106 +72,83 @@ _WITH_MAXIMA = {
 }
 
 
+def with_maxima(policy: Any) -> Any:
+    """`policy`, one of this module's, keeping maxima and minima too, whatever the step: what
+    `resolve` builds where the step allows it (and what the tests attack where it does not)."""
+    return _WITH_MAXIMA[policy]
+
+
+def is_ours(policy: Any) -> bool:
+    """Whether `policy` is one of this module's three (without maxima: as a call passes it)."""
+    return any(p is policy for p in _WITH_MAXIMA)  # a user's policy may not hash
+
+
+def has_reductions(closed: Any | None) -> bool:
+    """Whether the step whose closed jaxpr is `closed` sums or takes a maximum or minimum that
+    a policy can keep: outside a `custom_jvp` or `custom_vjp` call, which jax keeps or recomputes
+    whole."""
+
+    def walk(jaxpr: Any) -> bool:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive in _SUMS or eqn.primitive in EXTREMES:
+                return True
+            if not eqn.primitive.name.startswith("custom_") and any(walk(sub) for sub, _ in sub_jaxprs(eqn)):
+                return True
+        return False
+
+    return closed is not None and walk(bare_jaxpr(closed))
+
+
 def keeps_no_dots(checkpoint: Any) -> bool:
     """Whether `checkpoint` (as a plan holds it) keeps no matrix product's output: `True` (keeps
     nothing) or `reductions_saveable`, with or without maxima."""
     return checkpoint is True or checkpoint is reductions_saveable or checkpoint is _WITH_MAXIMA[reductions_saveable]
 
 
-def resolve(policy: Any, closed: Any | None) -> tuple[Any, str | None]:
-    """The policy to build for a step whose closed jaxpr is `closed` (None: not traced), and
-    why; `policy` itself, and no reason, where it is not one of this module's."""
-    ours = next((p for p in _WITH_MAXIMA if p is policy), None)  # a user's policy may not hash
-    if ours is None:
+def resolve(policy: Any, closed: Any | None, carries: int = 0) -> tuple[Any, str | None]:
+    """The policy to build for a step whose closed jaxpr is `closed` (None: not traced), whose
+    first `carries` inputs and outputs are its carry, and why; `policy` itself, and no reason,
+    where it is not one of this module's."""
+    if not is_ours(policy):
         return policy, None
     try:
-        why = "the step has no jaxpr to check" if closed is None else maxima_unsafe(jvp_jaxpr(closed))
+        if closed is None:
+            why = "the step has no jaxpr to check"
+        else:
+            first = len(bare_jaxpr(closed).constvars)
+            why = maxima_unsafe(jvp_jaxpr(closed), range(first, first + carries))
     except Exception as exc:  # noqa: BLE001 - a step jax cannot differentiate forward keeps sums
         why = f"its jax.jvp could not be traced ({type(exc).__name__})"
     if why is not None:
-        return policy, f"{policy.__name__} keeps sums, not maxima: {why}"
-    reason = "nothing differentiates them or compares them with what the backward pass recomputes"
-    return _WITH_MAXIMA[policy], f"{policy.__name__} keeps the step's maxima and minima too: {reason}"
+        built, reason = policy, f"{policy.__name__} keeps sums, not maxima: {why}"
+    else:
+        why = "nothing compares them with a value the backward pass recomputes"
+        built, reason = _WITH_MAXIMA[policy], f"{policy.__name__} may keep the step's maxima and minima too: {why}"
+    return built, reason if closed is None else f"{reason}; {kept(built, closed)}"
 
 
-def _opaque(eqn: Any) -> bool:
-    """Whether `eqn` runs Python of its own (a `custom_vjp`'s backward pass, a callback)."""
-    return any(
-        (callable(value) and not isinstance(value, type)) or hasattr(value, "call_wrapped")  # jax's WrappedFun
-        for value in eqn.params.values()
-    )
+#: How `kept` names the values a policy keeps, by the primitive that made them.
+_KINDS = {"reduce_sum": "sum", "reduce_max": "maximum", "reduce_min": "minimum", "dot_general": "matrix product"}
+_PLURAL = {"reduce_sum": "sums", "reduce_max": "maxima", "reduce_min": "minima", "dot_general": "matrix products"}
 
 
-def _has_maxima(jaxpr: Any) -> bool:
-    return any(eqn.primitive in _MAXIMA or any(_has_maxima(sub) for sub, _ in sub_jaxprs(eqn)) for eqn in jaxpr.eqns)
-
-
-def jvp_jaxpr(closed: Any) -> Any:
-    """The jaxpr of `jax.jvp` of the closed jaxpr `closed` (every input with a tangent, every
-    output's tangent used), with what no output needs removed: the primal computation and
-    the derivatives jax's rules (a `custom_jvp`'s own included) make of it."""
+def kept(policy: Any, closed: Any) -> str:
+    """What `jax.checkpoint(policy=policy)` keeps of one step whose closed jaxpr is `closed`,
+    as jax's partial evaluation decides it (a `custom_jvp` call is kept or recomputed whole):
+    e.g. "it keeps 1 maximum, 2 sums of each step"."""
     fun = jax.extend.core.jaxpr_as_fun(closed)
-    avals = [v.aval for v in bare_jaxpr(closed).invars]
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in bare_jaxpr(closed).invars]
 
-    def jvp(*primals: Any) -> Any:
-        inexact = lambda p: jnp.issubdtype(p.dtype, jnp.inexact)  # noqa: E731
-        tangents = tuple(jnp.zeros_like(p) if inexact(p) else np.zeros(p.shape, jax.dtypes.float0) for p in primals)
-        return jax.jvp(fun, primals, tangents)
+    def count(keep: Any) -> collections.Counter:
+        residuals = saved_residuals(jax.checkpoint(fun, policy=keep), *avals)
+        return collections.Counter(where.split()[2] for _, where in residuals if where.startswith("output of "))
 
-    traced = jax.make_jaxpr(jvp)(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
-    jaxpr = bare_jaxpr(traced)
-    return pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))[0]
-
-
-#: Primitives whose output is their operand's value, laid out or typed otherwise.
-_VIEWS = frozenset(
-    {"broadcast_in_dim", "reshape", "convert_element_type", "squeeze", "expand_dims", "transpose", "copy", "copy_p",
-     "stop_gradient", "reduce_precision"}
-)  # fmt: skip
-
-
-def maxima_unsafe(jaxpr: Any) -> str | None:
-    """Why keeping the maxima and minima in `jaxpr` could change a derivative, or None where it
-    cannot. `jaxpr` is a step's `jvp_jaxpr`, so a maximum that is differentiated shows as its
-    derivative's comparison of the maximum with its operand.
-
-    Unsafe: a maximum (or the same value reshaped, broadcast, converted, with its gradient
-    stopped) compared for equality or order, or taken the larger or smaller of, with a value
-    that is neither constant nor such a maximum: the backward pass recomputes that value and may
-    round it otherwise than the maximum kept from the forward pass, and a comparison that turns
-    on equality then turns. Also unsafe: a maximum inside (or one entering) a primitive other
-    than a call (a loop, a branch), which is not looked into."""
-    return _unsafe(jaxpr, frozenset(), frozenset(jaxpr.constvars))[0]
-
-
-def _unsafe(jaxpr: Any, maxima: frozenset, fixed: frozenset) -> tuple[str | None, set]:
-    """`maxima_unsafe` of a jaxpr whose variables `maxima` are maxima and `fixed` constants;
-    also its output variables that are maxima."""
-    found, constant = set(maxima), set(fixed)
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        operands = [v for v in eqn.invars if not hasattr(v, "val") and v not in constant]
-        if not operands and not eqn.effects:
-            constant.update(eqn.outvars)
-        elif eqn.primitive in _MAXIMA or (name in _VIEWS and operands[0] in found):
-            found.update(eqn.outvars)
-        elif name in _COMPARISONS and any(v in found for v in operands):
-            if not all(v in found for v in operands):
-                return f"it compares ({name}) a maximum with a value the backward pass recomputes", set()
-            found.update(eqn.outvars)
-        elif (inner := [sub for sub, _ in sub_jaxprs(eqn)]) or _opaque(eqn):
-            if name not in _CALLS:
-                if any(v in found for v in operands) or any(map(_has_maxima, inner)):
-                    return f"a maximum is inside {name}, or enters it, which is not looked into", set()
-                continue
-            body = inner[0]
-            pairs = list(zip(body.invars, eqn.invars))
-            why, outs = _unsafe(
-                body,
-                frozenset(b for b, v in pairs if not hasattr(v, "val") and v in found),
-                frozenset([*body.constvars, *(b for b, v in pairs if hasattr(v, "val") or v in constant)]),
-            )
-            if why is not None:
-                return why, set()
-            found.update(v for v, b in zip(eqn.outvars, body.outvars) if b in outs)
-    return None, {v for v in jaxpr.outvars if not hasattr(v, "val") and v in found}
+    try:
+        counts = count(policy)
+        if set(counts) - set(_KINDS):  # older jax names the `reduce_precision` around a kept value
+            by_kind = lambda kind: lambda p, *a, **k: p.name == kind and policy(p, *a, **k)  # noqa: E731
+            counts = collections.Counter({kind: sum(count(by_kind(kind)).values()) for kind in _KINDS})
+    except Exception as exc:  # noqa: BLE001 - a step jax cannot differentiate keeps what it keeps
+        return f"what it keeps of each step could not be read ({type(exc).__name__})"
+    named = [f"{n} {_KINDS[kind] if n == 1 else _PLURAL[kind]}" for kind, n in sorted(counts.items()) if n]
+    return "it keeps " + (", ".join(named) if named else "no reduction's output") + " of each step"

@@ -55,7 +55,7 @@ def _scan(req: _plan.Request, f: Callable, init: Any, xs: Any) -> tuple[Any, Any
         step = _trace.marked_forward(f) if req.forward else f
         return jax.lax.scan(step, init, xs, req.length, req.reverse, 1, req.split_transpose)
     xs = jax.tree_util.tree_map(jnp.asarray, xs)  # as a loop body sees them
-    body = _trace.body(f, init, xs, absorb=req.checkpoint is not False)
+    body = _trace.body(f, init, xs, absorb=req.checkpoint is not False, reveal=_policies.is_ours(req.checkpoint))
     if req.layout.rolled_chunk and req.constant_inputs and body.constant_consts:
         # As above, where only the step's constants tell (under `jax.grad` of others).
         _override.built(_plan.loop_plan(req, n, "rolled layout, nothing can differentiate the call or its step"))

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from scanrewrite.runtime import _reveal
 from scanrewrite.runtime._compat import (
     ClosedJaxpr,
     current_trace,
@@ -168,7 +169,7 @@ def read_consts(consts: Any) -> tuple[bool, tuple[bool, ...]]:
     return undifferentiated(consts), tuple(map(differentiated, consts))
 
 
-def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False) -> Body:
+def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool = False, reveal: bool = False) -> Body:
     """`f` traced for the carry `init` and one slice of `xs` (pytrees of arrays).
 
     Traces `f` once, and once more only where `jax.lax.scan` traces it again: when a weakly
@@ -181,7 +182,9 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
     it raises its own error. Under `jax.disable_jit()` the step is `f` itself, called on
     concrete values step by step, as `jax.lax.scan` then calls it. With `absorb`, a per-step
     checkpoint around all of `f` is taken off the replayed step and returned as
-    `Body.checkpoint`. A `Replay` is not traced again.
+    `Body.checkpoint`. With `reveal`, jax's own softmax and logsumexp are written out in the
+    replayed step, so that a policy sees their reductions (`_reveal`). A `Replay` is not traced
+    again.
     """
     if jax.config.jax_disable_jit:
         return Body(f, init)
@@ -194,6 +197,7 @@ def body(f: Callable, init: Any, xs: Any, *, replay: bool = True, absorb: bool =
         constant, seen = read_consts(consts)
     if traced is not None:
         closed, out_tree, init = traced
+        closed = _reveal.reveal(closed) if reveal else closed
         init = _promote(init, closed, same_dtype=True)
         carry_in = [typeof(leaf) for leaf in tree_util.tree_leaves(init)]
         if all(map(_typematch, carry_in, closed.out_avals[: len(carry_in)])):
