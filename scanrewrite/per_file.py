@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst
 
-from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
+from scanrewrite.codemod import ImportChanges, RewriteResult, SourceError, import_changes, may_rewrite, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, is_notebook, read_source, write_file
 from scanrewrite.interrupts import deferred
 from scanrewrite.mode import Mode, WriteBack
@@ -95,6 +95,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
         if not may_rewrite(original, mode.options.targets):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
+        imports, unrestored = import_report(original, result.code, mode) if result.changed else (None, None)
     except SourceError as exc:
         return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
@@ -110,9 +111,25 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
             absorbed=tuple(call.line for call in result.rewritten if call.absorbed),
             apis=tuple(dict.fromkeys(call.api for call in result.rewritten)),
+            imports=imports,
+            unrestored=unrestored,
         ),
         result.code,
     )
+
+
+def import_report(original: bytes, code: bytes, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
+    """What `mode`'s transform of `original` into `code` changed in the imports, and, for a
+    rewrite that removed one, which imports of `original` a revert of `code` would not restore
+    (`removed`) and what it would write instead (`added`); (None, None) unless `mode.imports`."""
+    if not mode.imports:
+        return None, None
+    changes = import_changes(original, code)
+    if mode.revert or not changes.removed:
+        return changes, None
+    from scanrewrite.codemod import revert  # (imported only for a revert)
+
+    return changes, import_changes(original, revert(code, mode.options).code) or None
 
 
 def _rewrite_notebook_bytes(
