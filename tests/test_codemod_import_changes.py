@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scanrewrite.codemod import ImportChanges, import_changes, revert, rewrite
+from scanrewrite.codemod import ImportChanges, import_changes, read_unroll, revert, rewrite, write_picks
 
 CALL = "\n\ndef f(c, xs):\n    return {}(lambda c, x: (c, x), c, xs)\n"
 
@@ -114,3 +114,15 @@ def test_through_the_rewrite_and_its_revert(source: str, removed: list, added: l
     if not restored:
         assert lost == ImportChanges(tuple(removed), ((1, "import jax"),))
         assert b"jax.lax.scan(" in back
+
+
+def test_through_the_tuners_write_back_of_the_original() -> None:
+    """Where the original scan wins, the tuner writes it back as the revert does: through
+    `import jax`, which `scanrewrite-tune` names."""
+    source = ("from jax.lax import scan\n" + CALL.format("scan")).encode()
+    rewritten = rewrite(source, unroll=4).code
+    (line,) = read_unroll(rewritten)
+    written = write_picks(rewritten, {line: None}).code
+    assert written == revert(rewritten).code
+    changes = import_changes(rewritten, written)
+    assert changes == ImportChanges(((1, "import scanrewrite.runtime"),), ((1, "import jax"),))
