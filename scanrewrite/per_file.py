@@ -13,8 +13,9 @@ from __future__ import annotations
 import ast
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst
 
@@ -25,6 +26,9 @@ from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
 from scanrewrite.targets import select
+
+if TYPE_CHECKING:
+    from scanrewrite.notebook import NotebookResult
 
 
 @functools.cache
@@ -142,6 +146,7 @@ def _rewrite_notebook_bytes(
 
     try:
         result = rewrite_notebook(original, mode.options, transform=transform(mode))
+        imports, unrestored = _cell_import_report(result, mode) if result.changed else (None, None)
     except (NotebookError, SourceError) as exc:
         return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
@@ -166,9 +171,47 @@ def _rewrite_notebook_bytes(
                 for cell, line, message in result.unparsed
             ),
             apis=tuple(dict.fromkeys(api for _, _, api in result.rewritten)),
+            imports=imports,
+            unrestored=unrestored,
         ),
         result.code,
     )
+
+
+def _cell_import_report(result: NotebookResult, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
+    """`import_report` for a notebook's changed cells, located as `cell N:line L`."""
+    if not mode.imports:
+        return None, None
+    from scanrewrite.codemod import revert
+    from scanrewrite.notebook import rewrite_notebook
+
+    changes = _cell_imports((change.cell, change.before, change.after) for change in result.changes)
+    if mode.revert or not changes.removed:
+        return changes, None
+    back = rewrite_notebook(result.code, mode.options, transform=lambda source: revert(source, mode.options))
+    before = {change.cell: change.before for change in result.changes}
+    lost = _cell_imports((change.cell, before[change.cell], change.after) for change in back.changes if change.cell in before)
+    return changes, lost or None
+
+
+def _cell_imports(cells: Iterable[tuple[int, str, str]]) -> ImportChanges:
+    """The import changes of each (cell number, source before, source after), IPython lines
+    masked; a cell that does not parse even so has none."""
+    from scanrewrite.notebook._magics import mask
+
+    removed: list[tuple[int | str, str]] = []
+    added: list[tuple[int | str, str]] = []
+    for cell, before, after in cells:
+        old, new = (mask(source, f"__scanrewrite_{cell}_") for source in (before, after))
+        if old is None or new is None:
+            continue
+        try:
+            changes = import_changes(old.code.encode(), new.code.encode())
+        except SyntaxError:
+            continue
+        removed.extend((f"cell {cell}:line {line}", statement) for line, statement in changes.removed)
+        added.extend((f"cell {cell}:line {line}", statement) for line, statement in changes.added)
+    return ImportChanges(tuple(removed), tuple(added))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class FileResult:
     #: The qualified names of the APIs whose calls were rewritten (`Target.qualified_name`),
     #: each once: what the rewritten code needs at run time follows from them.
     apis: tuple[str, ...] = ()
-    #: The imports the transform removed and added (`-v` only; None for a notebook).
+    #: The imports the transform removed and added (`-v` only).
     imports: ImportChanges | None = None
     #: Of a rewrite's file, the imports a revert would not restore (`removed`) and what it
     #: would write instead (`added`); None where it restores them (or without `-v`).

@@ -22,10 +22,10 @@ class ImportChanges:
     """The imported names one file lost and gained, each as one import statement of its own
     (``from jax.lax import scan``, ``import scanrewrite.runtime``)."""
 
-    #: (line in the file before, import), by line.
-    removed: tuple[tuple[int, str], ...] = ()
+    #: (line in the file before, import), by line; in a notebook, "cell N:line L".
+    removed: tuple[tuple[int | str, str], ...] = ()
     #: (line in the file after, import), by line.
-    added: tuple[tuple[int, str], ...] = ()
+    added: tuple[tuple[int | str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.removed or self.added)
