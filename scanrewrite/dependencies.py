@@ -243,11 +243,16 @@ def named_extras(document: dict | None) -> frozenset[str] | None:
     return frozenset().union(*requirements) if requirements else None
 
 
+def _floors(extras: Iterable[str]) -> dict[str, str]:
+    """Each distribution `extras` bring in, and the oldest release of it the runtime supports."""
+    return {name: floor for extra in extras for name, floor in FLOORS.get(extra, {}).items()}
+
+
 def _pins(document: dict | None, extras: Iterable[str]) -> tuple[list[str], list[str]]:
     """The pins of `document` (a `pyproject.toml`, or None) on what `extras` bring in, as it
     writes them (`jax==0.6.2`, `flax = "^0.10"`): those that admit the release the runtime needs
     (`FLOORS`), and those below it."""
-    floors = {name: floor for extra in extras for name, floor in FLOORS.get(extra, {}).items()}
+    floors = _floors(extras)
     fit: list[str] = []
     below: list[str] = []
     for name, _, spec in _declared(document) if document is not None else ():
@@ -279,7 +284,7 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     fit, below = _pins(document, extras)
     if below:
         assert pyproject is not None
-        floors = ", ".join(f"{name}>={floor}" for extra in extras for name, floor in FLOORS.get(extra, {}).items())
+        floors = ", ".join(f"{name}>={floor}" for name, floor in _floors(extras).items())
         pins = f"{display_path(pyproject)} pins {' and '.join(below)}"
         needs = f"the rewritten code {verb} {modules}, which needs {floors}"
         raise_them = "raise that pin" if len(below) == 1 else "raise those pins"

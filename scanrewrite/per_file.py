@@ -99,7 +99,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
         if not may_rewrite(original, mode.options.targets):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
-        imports, unrestored = import_report(original, result.code, mode) if result.changed else (None, None)
+        imports, unrestored = _import_report(original, result.code, mode) if result.changed else (None, None)
     except SourceError as exc:
         return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
@@ -122,7 +122,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
     )
 
 
-def import_report(original: bytes, code: bytes, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
+def _import_report(original: bytes, code: bytes, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
     """What `mode`'s transform of `original` into `code` changed in the imports, and, for a
     rewrite that removed one, which imports of `original` a revert of `code` would not restore
     (`removed`) and what it would write instead (`added`); (None, None) unless `mode.imports`."""
@@ -179,10 +179,10 @@ def _rewrite_notebook_bytes(
 
 
 def _cell_import_report(result: NotebookResult, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
-    """`import_report` for a notebook's changed cells, located as `cell N:line L`."""
+    """`_import_report` for a notebook's changed cells, located as `cell N:line L`."""
     if not mode.imports:
         return None, None
-    from scanrewrite.codemod import revert
+    from scanrewrite.codemod import revert  # (imported only for a revert, as the notebook support)
     from scanrewrite.notebook import rewrite_notebook
 
     changes = _cell_imports((change.cell, change.before, change.after) for change in result.changes)
@@ -190,7 +190,8 @@ def _cell_import_report(result: NotebookResult, mode: Mode) -> tuple[ImportChang
         return changes, None
     back = rewrite_notebook(result.code, mode.options, transform=lambda source: revert(source, mode.options))
     before = {change.cell: change.before for change in result.changes}
-    lost = _cell_imports((change.cell, before[change.cell], change.after) for change in back.changes if change.cell in before)
+    cells = ((change.cell, before[change.cell], change.after) for change in back.changes if change.cell in before)
+    lost = _cell_imports(cells)
     return changes, lost or None
 
 

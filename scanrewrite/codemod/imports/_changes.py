@@ -31,19 +31,17 @@ class ImportChanges:
         return bool(self.removed or self.added)
 
 
-def import_changes(before: bytes | ast.Module, after: bytes | ast.Module) -> ImportChanges:
-    """The imported names that `before` has and `after` lacks (`removed`), and those `after`
-    has and `before` lacks (`added`), counted: a name imported twice and once after is
-    removed once. Both are source (bytes) or Python's tree of it; source that does not parse
-    raises `SyntaxError`."""
+def import_changes(before: bytes, after: bytes) -> ImportChanges:
+    """The imported names that the source `before` has and `after` lacks (`removed`), and
+    those `after` has and `before` lacks (`added`), counted: a name imported twice and once
+    after is removed once. Source that does not parse raises `SyntaxError`."""
     old, new = _imports(before), _imports(after)
     return ImportChanges(_beyond(old, new), _beyond(new, old))
 
 
-def _imports(code: bytes | ast.Module) -> dict[_Key, list[int]]:
-    tree = code if isinstance(code, ast.Module) else ast.parse(code)
+def _imports(code: bytes) -> dict[_Key, list[int]]:
     found: dict[_Key, list[int]] = defaultdict(list)
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             is_from = isinstance(node, ast.ImportFrom)
             level, module = (node.level, node.module) if is_from else (0, None)
