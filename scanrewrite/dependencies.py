@@ -258,7 +258,8 @@ def _pins(document: dict | None, extras: Iterable[str]) -> tuple[list[str], list
     for name, _, spec in _declared(document) if document is not None else ():
         fits = admits(spec, floors[name]) if name in floors else None
         if fits is not None:
-            shown = f"{name}{spec}" if spec.startswith(("<", ">", "=", "!", "~=")) else f'{name} = "{spec}"'
+            pep440 = spec.startswith(("<", ">", "=", "!", "~="))
+            shown = f"{name}{''.join(spec.split())}" if pep440 else f'{name} = "{spec}"'
             (fit if fits else below).append(shown)
     return list(dict.fromkeys(fit)), list(dict.fromkeys(below))
 
@@ -304,7 +305,7 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     if named is not None:
         asides.append(f"the {' and '.join(missing)} extra{'s are' if len(missing) > 1 else ' is'} missing")
     if fit:
-        asides.append(f"compatible with its {', '.join(fit)}")
+        asides.append(f"compatible with its {' and '.join(fit)}")
     if asides:
         where += f" ({'; '.join(asides)})"
     return f"note: the rewritten code {verb} {modules}: add {wanted} to {where}"

@@ -184,7 +184,7 @@ BELOW = (
         ),
         pytest.param(
             pyproject("jax[cpu] (>=0.4.30, <0.5) ; python_version >= '3.10'", "equinox~=0.11.10"),
-            note(where="the dependencies in pyproject.toml (compatible with its jax>=0.4.30, <0.5, equinox~=0.11.10)"),
+            note(where="the dependencies in pyproject.toml (compatible with its jax>=0.4.30,<0.5 and equinox~=0.11.10)"),
             id="upper bounds, markers",
         ),
         pytest.param(
@@ -245,7 +245,7 @@ def test_flax_pins_are_read_for_flax_scans(project: Path) -> None:
     write(project, {"pyproject.toml": pyproject("flax==0.10.6", "jax==0.6.2")})
     assert notes(invoke("--targets", FLAX, "--check", ".").stderr) == [
         note(
-            "runtime,flax", "the dependencies in pyproject.toml (compatible with its flax==0.10.6, jax==0.6.2)", would=True
+            "runtime,flax", "the dependencies in pyproject.toml (compatible with its flax==0.10.6 and jax==0.6.2)", would=True
         )
     ]
 
