@@ -303,7 +303,7 @@ def main(
     if "line_length" not in values:
         values["line_length"] = formatter_line_length(root)
     # The added import goes where import sorters put it, before the project's own packages.
-    mode = Mode(Options(**values, first_party=first_party_names(root)), revert=revert)
+    mode = Mode(Options(**values, first_party=first_party_names(root)), revert=revert, imports=bool(verbose))
     if verbose:
         where = display_path(config) if config else "none"
         click.echo(f"project root: {display_path(root)}; configuration: {where}", err=True)

@@ -17,6 +17,12 @@ Where the project's `[project] dependencies` name none of jax, Flax and equinox,
 line names those extras instead: the rewritten code runs only where they are installed, and a
 requirement added to the dependencies would bring jax to every install.
 
+Where the project pins jax, equinox or Flax (a version or an upper bound: `jax==0.6.2`,
+`jax<0.7`, Poetry's `"0.6.2"` or `"^0.6"`), the line says the requirement is compatible with
+those pins, or, where a pin is below the release the runtime needs (`FLOORS`), says that pin
+must rise first instead: nothing it suggests ever raises the project's own pins (a resolver
+would have to move them, or fail).
+
 Requirement strings are read as PEP 508 reads their name and extras (`scanrewrite[runtime]>=0.1`,
 `scanrewrite [flax] @ https://...`, names compared normalized, as PEP 503 and 685 do), never
 searched as text: `scanrewrite-plugins` does not name `scanrewrite`. A project that is
@@ -66,6 +72,76 @@ def requirement(text: str) -> tuple[str, frozenset[str]] | None:
     return normalize(match["name"]), frozenset(normalize(name.strip()) for name in names)
 
 
+#: The oldest release of each distribution an extra of `scanrewrite` brings in that the runtime
+#: supports: the lower bounds of those extras in its `pyproject.toml` (a test checks they agree).
+FLOORS = {"runtime": {"jax": "0.4.31", "equinox": "0.11.5"}, "flax": {"flax": "0.10.0"}}
+
+# A version clause of PEP 440 (`==0.4.*`, `~=0.4.20`, `<0.5rc1`) or Poetry (`0.4.35`, `^0.4`): the
+# operator, the release, a `.*`, and what follows the release (`rc1`, `.post1`, `+local`).
+_CLAUSE = re.compile(r"\s*(===|==|~=|<=|<|>=|>|!=|\^|~)?\s*v?(\d+(?:\.\d+)*)(\.\*)?([0-9A-Za-z.+!_-]*)\s*")
+#: What makes a version a pre- or dev-release, below its release (`0.5rc1`, `0.5.dev0`).
+_BEFORE = re.compile(r"[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview|dev)", re.IGNORECASE)
+
+
+def specifier(text: str) -> str:
+    """The version specifier of the PEP 508 requirement `text` (`"jax[cpu] (==0.4.35) ; os_name
+    == 'posix'"` gives `"==0.4.35"`); empty where it has none or is no requirement."""
+    match = _REQUIREMENT.fullmatch(text)
+    rest = match["rest"].partition(";")[0].strip() if match is not None else ""
+    return "" if rest.startswith("@") else rest.strip("()").strip()
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _compared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """-1, 0 or 1 as release `a` is below, equal to or above `b` (``0.5`` equals ``0.5.0``)."""
+    width = max(len(a), len(b))
+    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+    return (a > b) - (a < b)
+
+
+def _bumped(release: tuple[int, ...], index: int) -> tuple[int, ...]:
+    """The lowest release above all those that start as `release` up to `index` (``1.3`` for
+    ``1.2.3`` at 1)."""
+    return (*release[:index], release[index] + 1)
+
+
+def admits(spec: str, floor: str) -> bool | None:
+    """Whether each clause of the version specifier `spec`, PEP 440's (comma-separated) or
+    Poetry's (`0.4.35`, `^0.4`, `~0.4.35`), admits a release at or above `floor`; None where no
+    clause bounds the version from above (`spec` pins nothing). A clause read as neither
+    bounds nothing."""
+    low = _release(floor)
+    bounded = False
+    for clause in spec.split(","):
+        match = _CLAUSE.fullmatch(clause)
+        if match is None or match[1] in (">=", ">", "!="):
+            continue
+        operator, release, wildcard = match[1], _release(match[2]), match[3]
+        bounded = True
+        if operator in (None, "==", "===", "<=") and not wildcard:
+            # A pre-release (`0.4.31rc1`) comes before its release.
+            fits = _compared(release, low) > (0 if _BEFORE.match(match[4]) else -1)
+        else:
+            # The lowest release the clause excludes from above.
+            if operator == "<":
+                upper = release
+            elif operator == "^":
+                upper = _bumped(release, next((i for i, part in enumerate(release) if part), len(release) - 1))
+            elif operator == "~=":
+                upper = _bumped(release, max(len(release) - 2, 0))
+            elif operator == "~":
+                upper = _bumped(release, min(len(release) - 1, 1))
+            else:  # `==0.4.*`
+                upper = _bumped(release, len(release) - 1)
+            fits = _compared(upper, low) > 0
+        if not fits:
+            return False
+    return True if bounded else None
+
+
 def needed_extras(apis: Iterable[str]) -> tuple[str, ...]:
     """The extras of `scanrewrite` that code calling the replacements of `apis` (qualified
     names of targets) needs, in the order the targets name them."""
@@ -82,9 +158,10 @@ def runtime_modules(apis: Iterable[str]) -> tuple[str, ...]:
     )
 
 
-def _declared(document: dict) -> Iterator[tuple[str, frozenset[str]]]:
-    """(normalized name, extras) of every dependency that `document` (a `pyproject.toml`)
-    declares in the places the module docstring lists."""
+def _declared(document: dict) -> Iterator[tuple[str, frozenset[str], str]]:
+    """(normalized name, extras, version specifier) of every dependency that `document` (a
+    `pyproject.toml`) declares in the places the module docstring lists (Poetry's specifier
+    as Poetry writes it: `"^0.4"`)."""
     project = document.get("project")
     if isinstance(project, dict):
         lists = [project.get("dependencies")]
@@ -95,15 +172,17 @@ def _declared(document: dict) -> Iterator[tuple[str, frozenset[str]]]:
             for entry in entries if isinstance(entries, list) else ():
                 parsed = requirement(entry) if isinstance(entry, str) else None
                 if parsed is not None:
-                    yield parsed
+                    yield (*parsed, specifier(entry))
     tool = document.get("tool")
     poetry = tool.get("poetry") if isinstance(tool, dict) else None
     table = poetry.get("dependencies") if isinstance(poetry, dict) else None
     for name, spec in table.items() if isinstance(table, dict) else ():
         for constraint in spec if isinstance(spec, list) else [spec]:
             extras = constraint.get("extras", []) if isinstance(constraint, dict) else []
+            version = constraint.get("version", "") if isinstance(constraint, dict) else constraint
             if isinstance(extras, list):
-                yield normalize(name), frozenset(normalize(extra) for extra in extras if isinstance(extra, str))
+                extras = frozenset(normalize(extra) for extra in extras if isinstance(extra, str))
+                yield normalize(name), extras, version if isinstance(version, str) else ""
 
 
 #: Distributions that bring in jax (equinox and Flax depend on it).
@@ -160,8 +239,29 @@ def named_extras(document: dict | None) -> frozenset[str] | None:
     if _is_itself(document):
         # Its own extras are its own dependencies.
         return frozenset(extra for target in TARGETS for extra in target.extras)
-    requirements = [extras for name, extras in _declared(document) if name == DISTRIBUTION]
+    requirements = [extras for name, extras, _ in _declared(document) if name == DISTRIBUTION]
     return frozenset().union(*requirements) if requirements else None
+
+
+def _floors(extras: Iterable[str]) -> dict[str, str]:
+    """Each distribution `extras` bring in, and the oldest release of it the runtime supports."""
+    return {name: floor for extra in extras for name, floor in FLOORS.get(extra, {}).items()}
+
+
+def _pins(document: dict | None, extras: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The pins of `document` (a `pyproject.toml`, or None) on what `extras` bring in, as it
+    writes them (`jax==0.6.2`, `flax = "^0.10"`): those that admit the release the runtime needs
+    (`FLOORS`), and those below it."""
+    floors = _floors(extras)
+    fit: list[str] = []
+    below: list[str] = []
+    for name, _, spec in _declared(document) if document is not None else ():
+        fits = admits(spec, floors[name]) if name in floors else None
+        if fits is not None:
+            pep440 = spec.startswith(("<", ">", "=", "!", "~="))
+            shown = f"{name}{''.join(spec.split())}" if pep440 else f'{name} = "{spec}"'
+            (fit if fits else below).append(shown)
+    return list(dict.fromkeys(fit)), list(dict.fromkeys(below))
 
 
 def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool = False) -> str | None:
@@ -170,10 +270,26 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
     scanrewrite[runtime] to the dependencies in pyproject.toml` ("would import" when nothing
     was written), or to the optional dependencies that bring in jax where only those name it
     (`... to the optional dependencies that bring in jax (flax, all) in pyproject.toml`), with
-    the extras missing where the project names `scanrewrite` without them; None when the project's `pyproject` (None: it has none) names every extra needed."""
+    the extras missing where the project names `scanrewrite` without them, and the project's
+    pins on jax, equinox and Flax that the requirement is compatible with (`compatible with its
+    jax==0.6.2`). Where a pin is below what the runtime needs, the line says that pin must rise
+    instead (`... which needs jax>=0.4.31: pyproject.toml pins jax==0.4.30; raise that pin, then
+    add scanrewrite[runtime]`), named extras or not. None when the project's `pyproject` (None:
+    it has none) names every extra needed."""
     apis = set(apis)
     document = load_toml(pyproject) if pyproject is not None else None
     extras = needed_extras(apis)
+    verb = "would import" if would else "imports"
+    modules = " and ".join(runtime_modules(apis))
+    wanted = f"{DISTRIBUTION}[{','.join(extras)}]"
+    fit, below = _pins(document, extras)
+    if below:
+        assert pyproject is not None
+        floors = ", ".join(f"{name}>={floor}" for name, floor in _floors(extras).items())
+        pins = f"{display_path(pyproject)} pins {' and '.join(below)}"
+        needs = f"the rewritten code {verb} {modules}, which needs {floors}"
+        raise_them = "raise that pin" if len(below) == 1 else "raise those pins"
+        return f"note: {needs}: {pins}; {raise_them}, then add {wanted}"
     named = named_extras(document)
     missing = [extra for extra in extras if named is None or extra not in named]
     if not missing:
@@ -185,8 +301,11 @@ def dependency_note(apis: Iterable[str], pyproject: Path | None, *, would: bool 
         where = f"the dependencies in {display_path(pyproject)}"
     else:
         where = "the project's dependencies"
+    asides = []
     if named is not None:
-        where += f" (the {' and '.join(missing)} extra{'s are' if len(missing) > 1 else ' is'} missing)"
-    verb = "would import" if would else "imports"
-    modules = " and ".join(runtime_modules(apis))
-    return f"note: the rewritten code {verb} {modules}: add {DISTRIBUTION}[{','.join(extras)}] to {where}"
+        asides.append(f"the {' and '.join(missing)} extra{'s are' if len(missing) > 1 else ' is'} missing")
+    if fit:
+        asides.append(f"compatible with its {' and '.join(fit)}")
+    if asides:
+        where += f" ({'; '.join(asides)})"
+    return f"note: the rewritten code {verb} {modules}: add {wanted} to {where}"

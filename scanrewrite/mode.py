@@ -25,6 +25,10 @@ class Mode:
     #: Undo the rewrite instead (`--revert`): of `options`, only those that `revert` reads
     #: (`Option.reverts`: the line length and the first-party names) then apply.
     revert: bool = False
+    #: `-v`: each file's result also says which imports the transform removed and added, and,
+    #: for a rewrite that removed one, which of the file's imports a revert would not restore
+    #: (a parse of each changed file, and a revert of those).
+    imports: bool = False
 
 
 class WriteBack(enum.Enum):

@@ -13,18 +13,22 @@ from __future__ import annotations
 import ast
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst
 
-from scanrewrite.codemod import RewriteResult, SourceError, may_rewrite, rewrite
+from scanrewrite.codemod import ImportChanges, RewriteResult, SourceError, import_changes, may_rewrite, rewrite
 from scanrewrite.files import FileError, Source, check_decodable, is_notebook, read_source, write_file
 from scanrewrite.interrupts import deferred
 from scanrewrite.mode import Mode, WriteBack
 from scanrewrite.output import unified_diff
 from scanrewrite.report import Changed, FileResult
 from scanrewrite.targets import select
+
+if TYPE_CHECKING:
+    from scanrewrite.notebook import NotebookResult
 
 
 @functools.cache
@@ -95,6 +99,7 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
         if not may_rewrite(original, mode.options.targets):
             return FileResult(display), original
         result = rewrite_checked(original, mode)
+        imports, unrestored = _import_report(original, result.code, mode) if result.changed else (None, None)
     except SourceError as exc:
         return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
@@ -110,9 +115,25 @@ def rewrite_bytes(original: bytes, display: str, mode: Mode, write_back: WriteBa
             notes=tuple((call.line, call.note) for call in result.rewritten if call.note is not None),
             absorbed=tuple(call.line for call in result.rewritten if call.absorbed),
             apis=tuple(dict.fromkeys(call.api for call in result.rewritten)),
+            imports=imports,
+            unrestored=unrestored,
         ),
         result.code,
     )
+
+
+def _import_report(original: bytes, code: bytes, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
+    """What `mode`'s transform of `original` into `code` changed in the imports, and, for a
+    rewrite that removed one, which imports of `original` a revert of `code` would not restore
+    (`removed`) and what it would write instead (`added`); (None, None) unless `mode.imports`."""
+    if not mode.imports:
+        return None, None
+    changes = import_changes(original, code)
+    if mode.revert or not changes.removed:
+        return changes, None
+    from scanrewrite.codemod import revert  # (imported only for a revert)
+
+    return changes, import_changes(original, revert(code, mode.options).code) or None
 
 
 def _rewrite_notebook_bytes(
@@ -125,6 +146,7 @@ def _rewrite_notebook_bytes(
 
     try:
         result = rewrite_notebook(original, mode.options, transform=transform(mode))
+        imports, unrestored = _cell_import_report(result, mode) if result.changed else (None, None)
     except (NotebookError, SourceError) as exc:
         return FileResult(display, error=exc.entry), original
     except Exception as exc:  # noqa: BLE001 - a bug met in one file must not stop the others
@@ -149,9 +171,48 @@ def _rewrite_notebook_bytes(
                 for cell, line, message in result.unparsed
             ),
             apis=tuple(dict.fromkeys(api for _, _, api in result.rewritten)),
+            imports=imports,
+            unrestored=unrestored,
         ),
         result.code,
     )
+
+
+def _cell_import_report(result: NotebookResult, mode: Mode) -> tuple[ImportChanges | None, ImportChanges | None]:
+    """`_import_report` for a notebook's changed cells, located as `cell N:line L`."""
+    if not mode.imports:
+        return None, None
+    from scanrewrite.codemod import revert  # (imported only for a revert, as the notebook support)
+    from scanrewrite.notebook import rewrite_notebook
+
+    changes = _cell_imports((change.cell, change.before, change.after) for change in result.changes)
+    if mode.revert or not changes.removed:
+        return changes, None
+    back = rewrite_notebook(result.code, mode.options, transform=lambda source: revert(source, mode.options))
+    before = {change.cell: change.before for change in result.changes}
+    cells = ((change.cell, before[change.cell], change.after) for change in back.changes if change.cell in before)
+    lost = _cell_imports(cells)
+    return changes, lost or None
+
+
+def _cell_imports(cells: Iterable[tuple[int, str, str]]) -> ImportChanges:
+    """The import changes of each (cell number, source before, source after), IPython lines
+    masked; a cell that does not parse even so has none."""
+    from scanrewrite.notebook._magics import mask
+
+    removed: list[tuple[int | str, str]] = []
+    added: list[tuple[int | str, str]] = []
+    for cell, before, after in cells:
+        old, new = (mask(source, f"__scanrewrite_{cell}_") for source in (before, after))
+        if old is None or new is None:
+            continue
+        try:
+            changes = import_changes(old.code.encode(), new.code.encode())
+        except SyntaxError:
+            continue
+        removed.extend((f"cell {cell}:line {line}", statement) for line, statement in changes.removed)
+        added.extend((f"cell {cell}:line {line}", statement) for line, statement in changes.added)
+    return ImportChanges(tuple(removed), tuple(added))
 
 
 @dataclass(frozen=True)

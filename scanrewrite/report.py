@@ -5,8 +5,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from scanrewrite.codemod import ImportChanges
 
 
 class Changed(enum.Enum):
@@ -42,6 +46,11 @@ class FileResult:
     #: The qualified names of the APIs whose calls were rewritten (`Target.qualified_name`),
     #: each once: what the rewritten code needs at run time follows from them.
     apis: tuple[str, ...] = ()
+    #: The imports the transform removed and added (`-v` only).
+    imports: ImportChanges | None = None
+    #: Of a rewrite's file, the imports a revert would not restore (`removed`) and what it
+    #: would write instead (`added`); None where it restores them (or without `-v`).
+    unrestored: ImportChanges | None = None
 
 
 _REVERT_VERBS = {"rewritten": "reverted", "would rewrite": "would revert", "would be rewritten": "would be reverted"}
@@ -121,6 +130,23 @@ class Report:
         if self.verbose:
             self._err(f"{path}:{line}: {self._verb('skipped', 'would skip')} ({reason})")
 
+    def imports(self, path: str, changes: ImportChanges, unrestored: ImportChanges | None = None) -> None:
+        """With `verbose`, say each import of `path` the transform removed and added, and, once,
+        those of its imports a revert would not restore (`unrestored.removed`)."""
+        if not self.verbose:
+            return
+        for line, statement in changes.removed:
+            self._err(f"{path}:{line}: {self._verb('removed', 'would remove')} {statement!r}")
+        for line, statement in changes.added:
+            self._err(f"{path}:{line}: {self._verb('added', 'would add')} {statement!r}")
+        if unrestored is not None and unrestored.removed:
+            lost = ", ".join(repr(statement) for _, statement in unrestored.removed)
+            instead = ", ".join(repr(statement) for _, statement in unrestored.added)
+            self._err(
+                f"{path}: --revert and scanrewrite-tune's write-back of the original will not restore {lost}"
+                + (f"; they write {instead} instead" if instead else "")
+            )
+
     def failed(self, path: str, message: str, line: int | str | None = None) -> None:
         """Count one file that failed; print `error: path:line: message` on stderr."""
         self.failure_count += 1
@@ -135,6 +161,8 @@ class Report:
             self.rewritten(result.display, line, notes.get(line), line in result.absorbed)
         for line, reason in result.skipped:
             self.skipped(result.display, line, reason)
+        if result.imports is not None:
+            self.imports(result.display, result.imports, result.unrestored)
         for where, message in result.cell_errors:
             self._err(f"error: {result.display}:{where}: {message}", fg="red")
         if result.cell_errors:

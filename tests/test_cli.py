@@ -367,6 +367,8 @@ def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mod
         "project root: .; configuration: none",
         f"a.py:8: {rewritten}",
         f"a.py:9: {skipped} (unroll may come from **kwargs)",
+        # `import jax` stays: the skipped call uses it.
+        f"a.py:2: {'would add' if would else 'added'} 'import scanrewrite.runtime'",
         f"{'would rewrite' if would else 'rewritten'} a.py",
         WOULD_NOTE if would else NOTE,
         (
@@ -380,8 +382,8 @@ def test_verbose_names_every_call_and_very_verbose_every_file(project: Path, mod
     unchanged = "would be left unchanged" if would else "left unchanged"
     # -vv adds each path left out (folders and Python files only) and each file left unchanged.
     assert lines[1:3] == [".git: ignored (matches --exclude)", "d.py: ignored (matches .gitignore)"]
-    assert lines[6:8] == [f"b.py: {unchanged}", f"c.py: {unchanged}"]
-    assert len(lines) == 10
+    assert lines[7:9] == [f"b.py: {unchanged}", f"c.py: {unchanged}"]
+    assert len(lines) == 11
 
 
 def test_verbosity_from_the_configuration(project: Path) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from scanrewrite.dependencies import needed_extras, requirement
+from scanrewrite.dependencies import FLOORS, admits, needed_extras, requirement, specifier
 from scanrewrite.targets import TARGETS
 from tests.test_cli import NOTE, PLAIN, SCAN, SKIPPED, WOULD_NOTE, invoke, rewritten, write
 from tests.test_notebook import make
@@ -160,6 +162,150 @@ def test_flax_scans_need_the_flax_extra(
     result = invoke("--targets", f"lax.scan,{FLAX}", ".")
     assert result.exit_code == 0, result.stderr
     assert notes(result.stderr) == ([expected] if expected else [])
+
+
+# --- the project's pins ---------------------------------------------------------------------------
+
+#: What the line says where a pin is below the runtime's jax.
+BELOW = (
+    "note: the rewritten code imports scanrewrite.runtime, which needs jax>=0.4.31, equinox>=0.11.5:"
+    " pyproject.toml pins {}; raise that pin, then add scanrewrite[runtime]"
+)
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        pytest.param(pyproject("jax>=0.4.20", "equinox"), note(), id="lower bounds pin nothing"),
+        pytest.param(
+            pyproject("jax==0.6.2", "jaxlib==0.6.2", "numpy<2"),
+            note(where="the dependencies in pyproject.toml (compatible with its jax==0.6.2)"),
+            id="jax pinned",
+        ),
+        pytest.param(
+            pyproject("jax[cpu] (>=0.4.30, <0.5) ; python_version >= '3.10'", "equinox~=0.11.10"),
+            note(where="the dependencies in pyproject.toml (compatible with its jax>=0.4.30,<0.5 and equinox~=0.11.10)"),
+            id="upper bounds, markers",
+        ),
+        pytest.param(
+            pyproject("scanrewrite", "jax==0.6.2"),
+            note(
+                where="the dependencies in pyproject.toml (the runtime extra is missing; compatible with its jax==0.6.2)"
+            ),
+            id="scanrewrite without the extra, jax pinned",
+        ),
+        pytest.param(pyproject("jax==0.4.30"), BELOW.format("jax==0.4.30"), id="jax below the runtime's"),
+        pytest.param(pyproject("jax<0.4.31rc1"), BELOW.format("jax<0.4.31rc1"), id="below, a pre-release"),
+        pytest.param(
+            pyproject("scanrewrite[runtime]", "equinox==0.11.4", "jax==0.4.30"),
+            BELOW.format("equinox==0.11.4 and jax==0.4.30").replace("that pin", "those pins"),
+            id="below, with the extra named",
+        ),
+        pytest.param(
+            pyproject("rich", optional={"train": ["jax~=0.4.20", "scanrewrite[runtime]"]}), None, id="compatible, named"
+        ),
+        pytest.param(
+            '[tool.poetry.dependencies]\njax = "^0.4.20"\nequinox = {version = "0.11.4"}\n',
+            BELOW.format('equinox = "0.11.4"'),
+            id="poetry",
+        ),
+        pytest.param(
+            '[tool.poetry.dependencies]\njax = "^0.6"\n',
+            note(where='the dependencies in pyproject.toml (compatible with its jax = "^0.6")'),
+            id="poetry, compatible",
+        ),
+    ],
+)
+def test_the_requirement_never_raises_the_projects_pins(project: Path, toml: str, expected: str | None) -> None:
+    """Where the project pins jax or equinox, the line says the requirement is compatible with
+    those pins, or which pin is below what the runtime needs, instead of a requirement that a
+    resolver can only meet by moving it."""
+    write(project, {"pyproject.toml": toml, "a.py": SCAN})
+    result = invoke(".")
+    assert result.exit_code == 0, result.stderr
+    assert notes(result.stderr) == ([expected] if expected else [])
+
+
+def test_pins_in_a_subprocess(project: Path) -> None:
+    write(project, {"pyproject.toml": pyproject("jax==0.4.30"), "a.py": SCAN})
+    done = subprocess.run(
+        [sys.executable, "-m", "scanrewrite", "--diff", "a.py"], cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert notes(done.stderr) == [BELOW.format("jax==0.4.30").replace(" imports ", " would import ")]
+
+
+def test_flax_pins_are_read_for_flax_scans(project: Path) -> None:
+    write(project, {"pyproject.toml": pyproject("flax==0.9.0", "jax==0.6.2"), "m.py": NNX})
+    result = invoke("--targets", FLAX, "--check", ".")
+    assert notes(result.stderr) == [
+        "note: the rewritten code would import scanrewrite.runtime, which needs jax>=0.4.31, equinox>=0.11.5,"
+        " flax>=0.10.0: pyproject.toml pins flax==0.9.0; raise that pin, then add scanrewrite[runtime,flax]"
+    ]
+    write(project, {"pyproject.toml": pyproject("flax==0.10.6", "jax==0.6.2")})
+    assert notes(invoke("--targets", FLAX, "--check", ".").stderr) == [
+        note(
+            "runtime,flax", "the dependencies in pyproject.toml (compatible with its flax==0.10.6 and jax==0.6.2)", would=True
+        )
+    ]
+
+
+#: PEP 440 specifiers, each clause against the floor 0.4.31.
+SPECIFIERS = [
+    "==0.4.30", "==0.4.31", "===0.4.31", "==0.6.2", "<0.4.31", "<0.4.32", "<=0.4.31", "<=0.4.30.post1",
+    "~=0.4.20", "~=0.3.5", "~=0.4", "~=0.3", "==0.4.*", "==0.3.*", "==0.4.31rc1", "<=0.4.31.dev0",
+    "==0.4.31.post1", "==0.4.32rc1", "<0.4.31rc1", ">=0.4.20,<0.5", ">=0.4,<0.4.30", "<1", "==1.*",
+    ">=0.4.20", ">0.5", "!=0.4.31", "",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", SPECIFIERS)
+def test_pins_are_read_as_pep_440_reads_them(spec: str) -> None:
+    """`admits` agrees with `packaging` on whether each clause lets a release at or above the
+    floor in (None: no clause bounds the version from above)."""
+    releases = ("0.4.31", "0.4.31.post1", "0.4.32rc1", "0.4.32", "0.4.99", "0.5", "0.6.2", "0.10.2", "1.0", "3.0")
+    above = [Version(text) for text in releases]
+    clauses = [SpecifierSet(clause, prereleases=True) for clause in spec.split(",") if clause]
+    bounded = [clause for clause in clauses if not str(clause).startswith((">", "!"))]
+    expected = all(any(version in clause for version in above) for clause in bounded) if bounded else None
+    assert admits(spec, "0.4.31") is expected
+    assert specifier(f"jax[cpu] ({spec}) ; os_name == 'posix'") == spec.strip()
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("0.4.30", False),
+        ("0.4.31", True),
+        ("^0.4.20", True),
+        ("^0.3", False),
+        ("^0.0.9", False),
+        ("^1", True),
+        ("~0.4.2", True),
+        ("~0.3", False),
+        ("~0", True),
+        ("*", None),
+        (">=0.4.20", None),
+    ],
+)
+def test_poetrys_pins(spec: str, expected: bool | None) -> None:
+    assert admits(spec, "0.4.31") is expected
+
+
+def test_the_floors_are_scanrewrites_lower_bounds() -> None:
+    root = Path(__file__).resolve().parent.parent
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    floors = {}
+    for extra in FLOORS:
+        for text in declared[extra]:
+            (bound,) = Requirement(text).specifier
+            assert bound.operator == ">="
+            floors.setdefault(extra, {})[canonicalize_name(Requirement(text).name)] = bound.version
+    assert floors == FLOORS
 
 
 def test_a_linen_scan_in_a_notebook_needs_the_flax_extra(project: Path) -> None:

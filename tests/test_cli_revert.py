@@ -72,6 +72,7 @@ def test_verbose_says_would_when_nothing_is_written(project: Path, args: list[st
     assert result.stderr.splitlines() == [
         "project root: .; configuration: none",
         "a.py:9: would revert (dropped checkpoint=jax.checkpoint_policies.dots_saveable: memory as jax.lax.scan's again)",
+        "a.py:2: would remove 'import scanrewrite.runtime'",
         "would revert a.py",
         "s.py:2: would skip (skip pragma)",
         "1 file would be reverted (1 scan call), 1 would be left unchanged, 1 call would be skipped",

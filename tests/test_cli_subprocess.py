@@ -285,18 +285,24 @@ def test_verbose_names_every_call_in_a_process_pool(tree: Path, args: list[str])
     write(tree, {"pkg/b.py": TWO_SCANS + "kept = jax.lax.scan(step, 0, None, length=3, **options)\n"})
     would = bool(args)
     rewrote, skipped, file_verb = ("would rewrite", "would skip", "would rewrite") if would else ("rewritten", "skipped", "rewritten")
+    removed, added = ("would remove", "would add") if would else ("removed", "added")
     result = run(tree, "-j2", "-v", *args, "pkg")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.decode().splitlines() if not line.startswith("note: ")]
     assert lines == [
         "project root: .; configuration: none",
         f"pkg/a.py:8: {rewrote}",
+        f"pkg/a.py:1: {removed} 'import jax'",
+        f"pkg/a.py:1: {added} 'import scanrewrite.runtime'",
         f"{file_verb} pkg/a.py",
         f"pkg/b.py:8: {rewrote}",
         f"pkg/b.py:9: {rewrote}",
         f"pkg/b.py:10: {skipped} (unroll may come from **kwargs)",
+        f"pkg/b.py:2: {added} 'import scanrewrite.runtime'",
         f"{file_verb} pkg/b.py",
         f"pkg/d.py:8: {rewrote}",
+        f"pkg/d.py:1: {removed} 'import jax'",
+        f"pkg/d.py:1: {added} 'import scanrewrite.runtime'",
         f"{file_verb} pkg/d.py",
         (
             "3 files would be rewritten (4 scan calls), 1 would be left unchanged, 1 call would be skipped"
@@ -308,6 +314,47 @@ def test_verbose_names_every_call_in_a_process_pool(tree: Path, args: list[str])
     again = run(tree, "-j2", "-vv", *args, "pkg").stderr.decode().splitlines()
     expected = ["pkg/c.py: would be left unchanged"] if would else [f"pkg/{name}.py: left unchanged" for name in "abcd"]
     assert [line for line in again if line.endswith(" left unchanged")] == expected
+
+
+def test_verbose_says_what_changes_in_the_imports_and_what_a_revert_will_not_restore(tmp_path: Path) -> None:
+    """The rewrite removes `from jax.lax import scan`; `-v` says so, and that `--revert` will
+    write `import jax` instead, once per file; the revert then does what it said."""
+    original = "from jax.lax import scan\n\n\ndef f(c, xs):\n    return scan(lambda c, x: (c, x), c, xs)\n\n\ng = scan\n"
+    write(tmp_path, {"a.py": original, "b.py": SCAN})
+    result = run(tmp_path, "-j2", "-v", ".")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.decode().splitlines() if line.startswith(("a.py", "b.py"))]
+    assert lines == [
+        "a.py:5: rewritten",
+        "a.py:8: skipped (reference to jax.lax.scan that is not a call)",
+        "a.py:1: added 'import scanrewrite.runtime'",
+        "b.py:8: rewritten",
+        "b.py:1: removed 'import jax'",
+        "b.py:1: added 'import scanrewrite.runtime'",
+    ]
+    # `scan` is still read at line 8, so its import stays: nothing for a revert to restore.
+    assert (tmp_path / "a.py").read_bytes() == rewritten(original)
+    write(tmp_path, {"a.py": original.replace("\n\ng = scan\n", "")})
+    result = run(tmp_path, "-v", "a.py")
+    assert result.stderr.decode().splitlines()[1:5] == [
+        "a.py:5: rewritten",
+        "a.py:1: removed 'from jax.lax import scan'",
+        "a.py:1: added 'import scanrewrite.runtime'",
+        "a.py: --revert and scanrewrite-tune's write-back of the original will not restore"
+        " 'from jax.lax import scan'; they write 'import jax' instead",
+    ]
+    result = run(tmp_path, "-v", "--revert", ".")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().splitlines()[1:5] == [
+        "a.py:5: reverted",
+        "a.py:1: removed 'import scanrewrite.runtime'",
+        "a.py:1: added 'import jax'",
+        "reverted a.py",
+    ]
+    assert (tmp_path / "a.py").read_text() == (
+        "import jax\n\n\ndef f(c, xs):\n    return jax.lax.scan(lambda c, x: (c, x), c, xs)\n"
+    )
+    assert (tmp_path / "b.py").read_text() == SCAN
 
 
 def test_console_script_and_bad_option(tree: Path) -> None:

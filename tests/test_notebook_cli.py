@@ -132,6 +132,25 @@ def test_verbose_names_cell_and_line(project: Path, args: list[str]) -> None:
     assert "nb/plain.ipynb: " in invoke("-vv", *args, "nb").stderr
 
 
+def test_verbose_names_the_imports_by_cell_and_line(project: Path) -> None:
+    """Located as calls are, IPython lines and all; and, once, the import a revert would not
+    give back (it spells the call `jax.lax.scan` through the cell's `import jax`)."""
+    write(project, {"nb/demo.ipynb": NOTEBOOK})
+    lines = invoke("-v", "nb").stderr.splitlines()
+    assert lines[1:5] == [
+        "nb/demo.ipynb:cell 3:line 2: rewritten",
+        "nb/demo.ipynb:cell 1:line 2: removed 'from jax import lax'",
+        "nb/demo.ipynb:cell 1:line 2: added 'import scanrewrite.runtime'",
+        "nb/demo.ipynb: --revert and scanrewrite-tune's write-back of the original will not restore 'from jax import lax'",
+    ]
+    lines = invoke("-v", "--revert", "nb").stderr.splitlines()
+    assert lines[1:3] == [
+        "nb/demo.ipynb:cell 3:line 2: reverted",
+        "nb/demo.ipynb:cell 1:line 2: removed 'import scanrewrite.runtime'",
+    ]
+    assert "jax.lax.scan(step, 0, None, length=3)" in (project / "nb/demo.ipynb").read_text()
+
+
 @pytest.mark.parametrize(
     ("args", "stdout"),
     [([], AFTER.decode()), (["--diff"], DIFF), (["--cell-diff"], CELL_DIFF), (["--check"], "")],

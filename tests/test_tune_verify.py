@@ -247,6 +247,11 @@ def test_a_site_where_the_original_wins_is_reverted(project: Path):
     assert result.exit_code == 0, result.output
     assert "slow.py:23 (scan, written unroll=2): pick original scan (fastest)" in result.stdout
     assert re.search(r"\| original jax\.lax\.scan \|.*\| 0 \| pick \|", result.stdout)
+    # The write-back says what it did to the imports, as `scanrewrite -v` does.
+    assert result.stderr.splitlines()[-3:-1] == [
+        "slow.py:6: removed 'import scanrewrite.runtime'",
+        "wrote the picks into slow.py",
+    ]
     after = program.read_text()
     assert "    h, hs = jax.lax.scan(step, jnp.float32(1.0), xs)\n" in after
     # The module-level import only the reverted call used is gone; the others stay.

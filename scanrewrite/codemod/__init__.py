@@ -31,7 +31,8 @@ base of the rewrite, the revert and the write-back):
   and checkpointed by hand.
 - `_applied`: scans applied rather than called, and the per-step Flax remat inside them.
 - `imports`: the package of import bookkeeping: the import the rewrite adds, where it goes,
-  and the imports it leaves unused, which it removes unless the user marked them to keep.
+  and the imports it leaves unused, which it removes unless the user marked them to keep;
+  and `import_changes`, the imported names a file lost and gained (what `-v` reports).
 - `_rewrite`: `rewrite` and its result types.
 - `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.
 - `_spelling`: how a reverted call names its API again, and the import that needs.
@@ -66,6 +67,7 @@ from typing import TYPE_CHECKING
 from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
+from scanrewrite.codemod.imports import ImportChanges, import_changes
 
 if TYPE_CHECKING:
     from scanrewrite.codemod._command import ScanRewriteCommand
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
 
 __all__ = [
+    "ImportChanges",
     "RewriteResult",
     "Rewritten",
     "ScanRewriteCommand",
@@ -80,6 +83,7 @@ __all__ = [
     "Settings",
     "SourceError",
     "UnrollResult",
+    "import_changes",
     "may_rewrite",
     "read_unroll",
     "revert",

@@ -29,6 +29,7 @@ from scanrewrite.tune._select import (
 
 if TYPE_CHECKING:
     from scanrewrite.runtime._override import Site
+    from scanrewrite.tune._writeback import FileChange
 
 #: Where jax and equinox come from: the extra that rewritten programs need too.
 INSTALL_HINT = "pip install 'scanrewrite[runtime]'"
@@ -231,14 +232,27 @@ def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
                 _error(f"{change.display}: {change.error[1]}")
                 status = 2
             else:
+                _imports(change, "removed", "added")
                 click.echo(f"wrote the picks into {change.display}", err=True)
         elif check:
+            _imports(change, "would remove", "would add")
             click.echo(f"would write the picks into {change.display}", err=True)
     verb = "written" if write else "would be written"
     click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
     if check and off and status == 0:
         return 1
     return status
+
+
+def _imports(change: FileChange, removed: str, added: str) -> None:
+    """Say each import the write-back of `change` removes and adds, as `scanrewrite -v` does: a
+    scan written back is spelled through `import jax` where the rewrite removed the import it had
+    (`from jax.lax import scan`)."""
+    if change.imports is None:
+        return
+    for verb, changed in ((removed, change.imports.removed), (added, change.imports.added)):
+        for line, statement in changed:
+            click.echo(f"{change.display}:{line}: {verb} {statement!r}", err=True)
 
 
 def _off(pick, written) -> bool:

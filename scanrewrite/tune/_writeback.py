@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scanrewrite.files import (
     FileError,
@@ -23,6 +24,9 @@ from scanrewrite.output import unified_diff
 from scanrewrite.runtime._override import Site
 from scanrewrite.tune._select import Candidate
 
+if TYPE_CHECKING:
+    from scanrewrite.codemod import ImportChanges
+
 
 @dataclass
 class FileChange:
@@ -36,6 +40,9 @@ class FileChange:
     notes: list[tuple[int, str]] = field(default_factory=list)
     #: (line or None, one-line message) when the file cannot be read, parsed or written.
     error: tuple[int | None, str] | None = None
+    #: The imports the write-back removes and adds (`import jax` for a scan written back as
+    #: `jax.lax.scan`); None where the file does not change.
+    imports: ImportChanges | None = None
 
     @property
     def changed(self) -> bool:
@@ -57,8 +64,9 @@ def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
     """For each file holding a picked site (in order of first site), the file with every
     picked site's settings written (`unroll=`, and the checkpoint mode, `levels` and `store`
     where the pick has them), and the sites where the original scan was picked reverted; laid out for
-    the line length of the file's project (`[tool.ruff]`/`[tool.black]`, 88 by default)."""
-    from scanrewrite.codemod import Settings, SourceError, write_picks
+    the line length of the file's project (`[tool.ruff]`/`[tool.black]`, 88 by default), with the
+    imports that changes."""
+    from scanrewrite.codemod import Settings, SourceError, import_changes, write_picks
 
     by_file: dict[str, dict[int, Settings | None]] = {}
     for site, pick in picks.items():
@@ -78,5 +86,7 @@ def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
         else:
             change.after = result.code
             change.notes = [(skipped.line, skipped.reason) for skipped in result.skipped]
+            if change.changed:
+                change.imports = import_changes(change.before, change.after)
         changes.append(change)
     return changes

@@ -20,9 +20,11 @@ The parts, each importing only those before it (and `scanrewrite.codemod._parsin
 - `_removal`: removing imports, keeping the lines above them and those marked to keep
   (adapted from LibCST, MIT license: see LICENSES/libcst-MIT.txt).
 - `_apply`: making the scheduled edits: the added import, then the removals.
+- `_changes`: which imported names differ between a file and its rewrite (what `-v` reports).
 """
 
 from scanrewrite.codemod.imports._apply import apply_scheduled_imports
+from scanrewrite.codemod.imports._changes import ImportChanges, import_changes
 from scanrewrite.codemod.imports._edits import ImportEdits
 from scanrewrite.codemod.imports._placement import sort_key
 from scanrewrite.codemod.imports._removal import ImportPruner
@@ -30,9 +32,11 @@ from scanrewrite.codemod.imports._schedule import schedule_import_removal, unuse
 from scanrewrite.codemod.imports._unused import policy_uses, unused_after_edit
 
 __all__ = [
+    "ImportChanges",
     "ImportEdits",
     "ImportPruner",
     "apply_scheduled_imports",
+    "import_changes",
     "policy_uses",
     "schedule_import_removal",
     "sort_key",
