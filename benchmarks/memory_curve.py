@@ -333,10 +333,13 @@ def measure(
     progress: Progress | None = None,
     save: Callable[[dict], None] = lambda rows: None,
     found: dict[str, Callable] | None = None,
+    references: tuple[str, ...] = (),
 ) -> dict[str, dict]:
     """name -> {temp, compile, time, noise, diff} or {error}, for every program of `found`
     (default: the variants of `shape`); `save` is handed the rows once compiled, so that a run
-    cut short keeps them."""
+    cut short keeps them. `diff` is against the first of `lax.scan`, the checkpointed scan and
+    the for-loop that ran; with `references`, `diffs` also holds the difference from each of
+    those programs that ran."""
     params, h0, xs = shape.arrays()
     grad_step = functools.partial(gradient, shape)
     found = variants(shape) if found is None else found
@@ -375,17 +378,31 @@ def measure(
             except Exception as error:  # noqa: BLE001 - compiled but the device cannot run it
                 rows[name] = {"error": _reason(error)}
                 del compiled[name]
+    others = {}
+    for name in references:
+        if name in compiled and name != reference:
+            try:
+                others[name] = jax.block_until_ready(compiled[name](*args))
+            except Exception as error:  # noqa: BLE001 - it is then a row that says why
+                rows[name] = {"error": _reason(error)}
+                del compiled[name]
     for name in list(compiled):
         try:
-            out = reference_out if name == reference else jax.block_until_ready(compiled[name](*args))
+            if name == reference or name in others:
+                out = reference_out if name == reference else others[name]
+            else:
+                out = jax.block_until_ready(compiled[name](*args))
         except Exception as error:  # noqa: BLE001
             rows[name] = {"error": _reason(error)}
             del compiled[name]
             continue
         rows[name]["diff"] = float(_rel_diff(out, reference_out))
         rows[name]["reference"] = reference
+        if references:
+            against = {reference: reference_out, **others}
+            rows[name]["diffs"] = {ref: float(_rel_diff(out, ref_out)) for ref, ref_out in against.items()}
         del out
-    del reference_out
+    del reference_out, others
 
     def timed(round_: int) -> None:
         if progress:

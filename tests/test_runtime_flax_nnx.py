@@ -126,6 +126,25 @@ def test_same_program_with_stored_steps(case):
     assert assert_flax_close(actual, expected) > 10
 
 
+def test_remat_blocks_keep_their_reductions_on_accelerators():
+    """On the accelerators' layout the default of `checkpoint=True` (the rewrite's) reaches a
+    scan over `nnx.remat` blocks: their BatchNorm's sums are kept, and the step is Flax's own."""
+    from scanrewrite.runtime import _chunks, _policies
+
+    expected = program(nnx.scan, remat=True, jit=True)
+    saved = _chunks._FORCE_LAYOUT
+    _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
+    try:
+        with runtime.record_sites() as sites:
+            actual = program(rewritten(3), remat=True, jit=True)
+    finally:
+        _chunks._FORCE_LAYOUT = saved
+    assert assert_flax_close(actual, expected) > 10
+    built = {plan.checkpoint for plans in sites.plans.values() for plan in plans}
+    assert built <= {runtime.reductions_saveable, _policies.with_maxima(runtime.reductions_saveable)}, built
+    assert built
+
+
 def test_wrong_variant_rejected():
     expected = program(nnx.scan)
     wrong = program(rewritten(3), reverse=True)

@@ -21,7 +21,8 @@ from jax.ad_checkpoint import print_saved_residuals
 
 import scanrewrite.runtime
 from scanrewrite.runtime import _policies, _reveal, record_sites, scan
-from tests.test_runtime import TOL
+from scanrewrite.runtime._compat import enable_x64
+from tests.test_runtime import TOL, outputs_and_grads
 from tests.treecheck import assert_trees_close
 
 POLICIES = [
@@ -148,3 +149,55 @@ def test_eagerly_under_vmap_and_jvp(step):
             jax.jvp(loss, (h, ws), (h, ws)),
         )
     assert assert_trees_close(found["runtime"], found["lax"], **TOL["float32"]) == 6
+
+
+def gru(h, x):
+    """A step with no reduction: there is nothing to keep."""
+    return jnp.tanh(h @ x), h[:, 0]
+
+
+@pytest.fixture
+def accelerator_layout():
+    """The accelerators' layout (straight-line, fitted, keeping reductions), on the CPU."""
+    from scanrewrite.runtime import _chunks
+
+    saved = _chunks._FORCE_LAYOUT
+    _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
+    yield _chunks._FORCE_LAYOUT
+    _chunks._FORCE_LAYOUT = saved
+
+
+def test_checkpoint_true_keeps_reductions_on_accelerators(accelerator_layout):
+    """The plain rewrite (`checkpoint=True`) keeps a step's reductions where the layout says so,
+    computing `jax.lax.scan`'s numbers; a step with none, a policy or `checkpoint=False` the
+    call names, and the CPU's layout build what they built before."""
+    from scanrewrite.runtime import _chunks
+
+    with enable_x64(True), record_sites() as sites:
+        h, ws = inputs(jnp.float64)
+        expected = outputs_and_grads(jax.lax.scan, attention, h, ws, None)
+        actual = outputs_and_grads(scan, attention, h, ws, None, unroll=2)
+        ((plan, *_),) = sites.plans.values()
+    assert assert_trees_close(actual, expected, **TOL["float64"]) == 5
+    assert plan.checkpoint is _policies.with_maxima(POLICIES[0]), plan.describe()
+    assert "checkpoint=True keeps the step's reductions on this layout" in plan.describe()
+
+    def built(step, xs, layout=accelerator_layout, **settings):
+        _chunks._FORCE_LAYOUT = layout
+        with record_sites() as sites:
+            jax.grad(lambda h: jnp.sum(scan(step, h, xs, unroll=2, **settings)[0]))(h)
+        _chunks._FORCE_LAYOUT = accelerator_layout
+        return [plan.checkpoint for plans in sites.plans.values() for plan in plans]
+
+    h, ws = inputs(jnp.float32)
+    assert built(gru, ws["q"][:, :3, :3]) == [True]
+    assert built(attention, ws, checkpoint=jax.checkpoint_policies.dots_saveable) == [jax.checkpoint_policies.dots_saveable]
+    assert built(attention, ws, checkpoint=False) == [False]
+    rolled = _chunks.Layout(True, True, fit_chunk=True, negligible_bytes=_chunks.NEGLIGIBLE_BYTES)
+    assert built(attention, ws, layout=rolled) == [True]
+
+
+def test_the_cpus_layout_keeps_nothing_by_default():
+    from scanrewrite.runtime import _chunks
+
+    assert jax.default_backend() != "cpu" or not _chunks.layout().keeps_reductions

@@ -27,12 +27,15 @@ class Layout(NamedTuple):
     `negligible_bytes`: with `fit_chunk`, where one step per chunk keeps at most this many
     bytes for the backward pass, one step per chunk, which compiles fastest, whatever k
     (`_memory.negligible`).
+    `keeps_reductions`: `checkpoint=True` keeps the outputs of the step's reductions
+    (`reductions_saveable`) where the step has any (`_plan.make`).
     """
 
     rolled_chunk: bool
     rolled_rest: bool
     fit_chunk: bool = False
     negligible_bytes: int = 0
+    keeps_reductions: bool = False
 
 
 #: On XLA:CPU, the memory at stake (what one step per chunk keeps for the backward pass, by
@@ -55,12 +58,15 @@ def layout() -> Layout:
     (docs/limits.md). Rolled, the chunk size only trades carries for residuals, so it is
     fitted to the step (`fit_chunk`): where the memory at stake is `NEGLIGIBLE_BYTES` or less,
     one step per chunk. Accelerators get the straight-line chunk that unrolling is for, fitted
-    too: no larger than what keeps no more memory than one step per chunk.
+    too: no larger than what keeps no more memory than one step per chunk, and there
+    `checkpoint=True` keeps the step's reductions, which ran faster in less memory on a TPU
+    (docs/runtime.md, "Keeping reductions by default").
     """
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
-    return Layout(rolled, rolled, fit_chunk=True, negligible_bytes=NEGLIGIBLE_BYTES if rolled else 0)
+    negligible = NEGLIGIBLE_BYTES if rolled else 0
+    return Layout(rolled, rolled, fit_chunk=True, negligible_bytes=negligible, keeps_reductions=not rolled)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:

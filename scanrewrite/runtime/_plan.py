@@ -252,6 +252,11 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
             f"a per-step checkpoint around f is taken over by the chunks (policy {_name(body.checkpoint)}"
             f"{'' if taken else ', the call names its own'})"
         )
+    fitted_as = checkpoint
+    if checkpoint is True and req.layout.keeps_reductions and _policies.has_reductions(body.jaxpr):
+        # Fitted as the checkpointed chunks it would be, the chunks then keep what is cheap to keep.
+        checkpoint = _policies.reductions_saveable
+        reasons.append("checkpoint=True keeps the step's reductions on this layout (reductions_saveable)")
     checkpoint, why = _policies.resolve(checkpoint, body.jaxpr, len(jax.tree_util.tree_leaves(body.init)))
     if why is not None:
         reasons.append(why)
@@ -269,7 +274,7 @@ def make(req: Request, body: _trace.Body, n: int) -> Plan:
     if rest == 0:
         return Plan(req.api, Program.CHUNKS, n, 0, 0, False, True, checkpoint, store, 0, req.layout, req.staging,
                     (*reasons, "every step is stored: the for-loop's own program", _why_staged(req)))  # fmt: skip
-    fit, why = chunk_size(req, body, rest, checkpoint)
+    fit, why = chunk_size(req, body, rest, fitted_as)
     reasons.append(why)
     k = requested_chunk_size(req.unroll, rest)
     if req.kind == "checkpointed":

@@ -1,0 +1,160 @@
+"""A GPT-style stack written the Flax way, and its rewrite: what a Flax user gets.
+
+The stack is the shape of `memory_curve.py`'s GPT-style one (pre-LN blocks, multi-head causal
+attention through Flax's own `MultiHeadAttention` / `nn.MultiHeadDotProductAttention`, a 4x
+GELU MLP, dropout, bfloat16), built twice: NNX, `nnx.scan` over `nnx.remat` blocks made with
+`nnx.vmap`; and Linen, `nn.scan(nn.remat(Block))` with the parameters and the dropout stream
+split per layer. Each is measured as Flax runs it, rewritten (`scanrewrite.runtime.nnx_scan` /
+`linen_scan` with `unroll=4`, the plain rewrite: on an accelerator `checkpoint=True` keeps the
+step's reductions) and rewritten as before that default (`checkpoint=True` keeping nothing):
+step time of `jax.jit(value_and_grad)` (median of interleaved rounds), XLA's compiled temp
+memory, and the largest relative difference of the loss and every gradient from Flax's own,
+with the same parameters and the same dropout masks.
+
+    python benchmarks/flax_gpt.py                 # 16 layers, batch 8, seq 1024, width 1024
+    python benchmarks/flax_gpt.py --smoke         # tiny, on the CPU
+
+Exits 1 if a rewrite's numbers differ from Flax's beyond bfloat16's rounding (5e-2, as
+`memory_curve.py`'s GPT-style stack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import jax
+import jax.numpy as jnp
+from _common import Progress, compile_lowered, compile_with_costs, interleaved_times, max_rel_diff
+from default_rewrite import keeping_nothing
+
+import scanrewrite.runtime
+
+DTYPE = jnp.bfloat16
+
+
+def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
+    """name -> (jitted value and gradient, its arguments), for each way of running the scan."""
+    from flax import nnx
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            kw = dict(dtype=DTYPE, param_dtype=DTYPE, rngs=rngs)
+            self.ln1, self.ln2 = nnx.LayerNorm(width, **kw), nnx.LayerNorm(width, **kw)
+            self.attn = nnx.MultiHeadAttention(heads, width, decode=False, **kw)
+            self.up, self.down = nnx.Linear(width, 4 * width, **kw), nnx.Linear(4 * width, width, **kw)
+            self.drop = nnx.Dropout(0.1, rngs=rngs)
+
+        def __call__(self, x):
+            mask = nnx.make_causal_mask(jnp.ones((batch, seq)))
+            h = x + self.attn(self.ln1(x), mask=mask)
+            return h + self.drop(self.down(jax.nn.gelu(self.up(self.ln2(h)))))
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def make(key):
+        return Block(nnx.Rngs(params=key, dropout=jax.random.fold_in(key, 1)))
+
+    blocks = make(jax.random.split(jax.random.key(0), layers))
+    graphdef, params, rest = nnx.split(blocks, nnx.Param, ...)
+    x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
+
+    def program(scan, **settings):
+        body = nnx.remat(lambda h, block: block(h))
+        forward = scan(body, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, **settings)
+
+        def loss(blocks, x):
+            return jnp.mean(forward(x, blocks).astype(jnp.float32) ** 2)
+
+        def value_and_grad(params, rest, x):
+            return nnx.value_and_grad(loss)(nnx.merge(graphdef, params, rest), x)
+
+        return jax.jit(value_and_grad), (params, rest, x)
+
+    return _ways(program, nnx.scan, scanrewrite.runtime.nnx_scan, "nnx.scan(nnx.remat(block))")
+
+
+def linen_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
+    from flax import linen as nn
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x, _):
+            mask = nn.make_causal_mask(jnp.ones((batch, seq)))
+            attend = nn.MultiHeadDotProductAttention(heads, dtype=DTYPE, param_dtype=DTYPE, deterministic=True)
+            h = x + attend(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(x), mask=mask)
+            up = nn.Dense(4 * width, dtype=DTYPE, param_dtype=DTYPE)(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(h))
+            down = nn.Dense(width, dtype=DTYPE, param_dtype=DTYPE)(jax.nn.gelu(up))
+            return h + nn.Dropout(0.1, deterministic=False)(down), None
+
+    x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
+    keys = {"params": jax.random.key(0), "dropout": jax.random.key(2)}
+
+    def program(scan, **settings):
+        stack = scan(nn.remat(Block), variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
+                     length=layers, **settings)()  # fmt: skip
+        params = stack.init(keys, x, None)
+        loss = lambda params, x: jnp.mean(stack.apply(params, x, None, rngs={"dropout": keys["dropout"]})[0]
+                                          .astype(jnp.float32) ** 2)  # fmt: skip
+        return jax.jit(jax.value_and_grad(loss)), (params, x)
+
+    return _ways(program, nn.scan, scanrewrite.runtime.linen_scan, "nn.scan(nn.remat(Block))")
+
+
+def _ways(program, flax_scan, rewritten, name: str) -> dict[str, tuple]:
+    found = {name: program(flax_scan), f"rewrite --unroll 4 of {name}": program(rewritten, unroll=4)}
+    with keeping_nothing():
+        # Traced here, where the layout keeps nothing: the program as it was before the default.
+        fn, args = program(rewritten, unroll=4)
+        found["the same, keeping nothing (before)"] = (fn.lower(*args), args)
+    return found
+
+
+def measure(programs: dict[str, tuple], repeats: int, progress: Progress) -> tuple[list[str], float]:
+    rows, compiled, outs = [], {}, {}
+    for name, (fn, args) in programs.items():
+        if hasattr(fn, "compile"):  # lowered already, where the layout was pinned
+            compiled[name], seconds, temp = compile_lowered(fn, 0.0)
+        else:
+            compiled[name], seconds, temp = compile_with_costs(fn, *args)
+        outs[name] = jax.block_until_ready(compiled[name](*args))
+        rows.append((name, seconds, temp))
+        progress.step(name)
+    args = {name: a for name, (_, a) in programs.items()}
+    times = interleaved_times({n: (lambda c=c, a=args[n]: c(*a)) for n, c in compiled.items()}, (), repeats,
+                              lambda r: progress.step(f"round {r + 1}"))  # fmt: skip
+    base_name = rows[0][0]
+    base_time, base_temp = statistics.median(times[base_name]), rows[0][2]
+    lines = ["| program | step (ms) | vs Flax | temp memory (MiB) | vs Flax | compile (s) | max rel diff |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for name, seconds, temp in rows:
+        t = statistics.median(times[name])
+        diff = max_rel_diff(outs[name], outs[base_name])
+        lines.append(f"| {name} | {t * 1e3:.1f} | {t / base_time:.2f} | {temp / 2**20:.1f} | {temp / base_temp:.2f} "
+                     f"| {seconds:.1f} | {diff:.1e} |")  # fmt: skip
+    return lines, max(max_rel_diff(o, outs[base_name]) for o in outs.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the CPU, in seconds)")
+    parser.add_argument("--apis", nargs="+", choices=["nnx", "linen"], default=["nnx", "linen"])
+    parser.add_argument("--repeats", type=int, default=8)
+    args = parser.parse_args(argv)
+    sizes = (2, 1, 8, 16, 2) if args.smoke else (16, 8, 1024, 1024, 16)
+    repeats = 2 if args.smoke else args.repeats
+    device = jax.devices()[0]
+    print(f"benchmarks/flax_gpt.py on {device.platform} ({device.device_kind}), jax {jax.__version__}, "
+          f"{sizes[0]} layers, batch {sizes[1]}, seq {sizes[2]}, width {sizes[3]}, {sizes[4]} heads, bfloat16\n")  # fmt: skip
+    worst = 0.0
+    progress = Progress(len(args.apis) * (3 + repeats))
+    for api in args.apis:
+        lines, diff = measure((nnx_programs if api == "nnx" else linen_programs)(*sizes), repeats, progress)
+        print(f"\n## {api}\n\n" + "\n".join(lines) + "\n", flush=True)
+        worst = max(worst, diff)
+    return 0 if worst <= 5e-2 else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    raise SystemExit(main())
