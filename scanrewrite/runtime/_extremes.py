@@ -50,10 +50,13 @@ _SIGN = POSITIVE | NONNEGATIVE | ZERO
 #: Continuous in every operand, and with a continuous derivative where jax's rule does not
 #: spell the derivative out as primitives of its own (which the rule then reads).
 _CONTINUOUS = frozenset(
-    {"add", "add_any", "sub", "mul", "neg", "exp", "exp2", "tanh", "logistic", "sin", "cos", "atan", "erf", "erfc",
-     "square", "integer_pow", "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p",
-     "reduce_sum", "dot_general", "concatenate", "pad", "slice", "rev", "cumsum", "reduce_precision",
-     "optimization_barrier", "stop_gradient", "real", "imag", "conj", "convert_element_type"}
+    {"add", "add_any", "sub", "mul", "neg", "exp", "exp2", "tanh", "logistic", "sin", "cos", "atan", "sinh", "cosh",
+     "asinh", "erf", "erfc", "square", "integer_pow", "reduce_sum", "reduce_prod", "cumsum", "cumprod",
+     "cumlogsumexp", "dot_general", "conv_general_dilated", "broadcast_in_dim", "reshape", "squeeze",
+     "expand_dims", "transpose", "copy", "copy_p", "concatenate", "pad", "slice", "split", "rev",
+     "reduce_precision", "optimization_barrier", "stop_gradient", "real", "imag", "conj", "complex",
+     "convert_element_type", "device_put", "sharding_constraint", "mesh_cast", "reshard", "pvary", "psum",
+     "all_gather", "ppermute", "all_to_all"}
 )  # fmt: skip
 #: Continuous in some operands, not in the others (a predicate, an index), by position.
 _DISCRETE_OPERANDS = {
