@@ -62,6 +62,8 @@ ATTACKS = {
     "half-tie": lambda h, m: jnp.maximum(h / 2, m / 2),
     "exp-tie": lambda h, m: jnp.where(jnp.exp(h - m) >= 1.0, h, 0.0),
     "floor": lambda h, m: jnp.floor(h - m) * h,
+    # A sum of one element is that element: kept, it ties with the recomputed one as m does.
+    "sum-of-one": lambda h, m: jax.nn.relu(jnp.sum((h - m)[..., None], -1)) + h,
 }
 
 

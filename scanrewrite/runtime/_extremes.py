@@ -14,6 +14,7 @@ makes of it, every input differentiated, the constants the step closes over incl
 two marks: whether it depends on a kept maximum or minimum (`KEPT`), and whether it depends on
 a value the backward pass recomputes (`RECOMPUTED`: every input, and all computed from one).
 A kept maximum itself is only `KEPT`: the backward pass reads the forward pass's own value.
+So does a kept sum, which marks nothing: it is the same in both passes, as a constant is.
 Marks flow through every primitive. Keeping is safe where no value marked both reaches a
 primitive that is not continuous there: anything but the primitives listed as continuous here
 (sums, products, `exp`, data movement, ...). Two proven exceptions keep the softmax and
@@ -28,6 +29,7 @@ the step marked `KEPT` enters it marked so, until nothing changes.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -101,7 +103,7 @@ def maxima_unsafe(jvp: Any, carry: range = range(0)) -> str | None:
     marks = [RECOMPUTED] * len(jvp.invars)
     half = len(jvp.outvars) // 2
     while True:
-        why, out = _flow(jvp, marks)
+        why, out = _flow(jvp, marks, kept_sums=True)
         if why is not None:
             return why
         entering = [i for n, i in enumerate(carry) if (out[n] | out[half + n]) & KEPT and not marks[i] & KEPT]
@@ -116,13 +118,15 @@ def has_extremes(jaxpr: Any) -> bool:
     return any(eqn.primitive in EXTREMES or any(has_extremes(sub) for sub, _ in sub_jaxprs(eqn)) for eqn in jaxpr.eqns)
 
 
-def _flow(jaxpr: Any, marks_in: list[int]) -> tuple[str | None, list[int]]:
+def _flow(jaxpr: Any, marks_in: list[int], *, kept_sums: bool) -> tuple[str | None, list[int]]:
     """The first unsafe use in `jaxpr` whose inputs carry `marks_in`, or None and the marks of
-    its outputs. Its own constants are constants (`jvp_jaxpr` made the step's its inputs)."""
+    its outputs. Its own constants are constants (`jvp_jaxpr` made the step's its inputs).
+    With `kept_sums`, the policy keeps its sums (it does outside a `custom_jvp` call or a
+    checkpoint of the step's own, which jax keeps or recomputes whole)."""
     marks = dict(zip(jaxpr.invars, marks_in))
     read = lambda v: _literal(v.val) if hasattr(v, "val") else marks.get(v, 0)  # noqa: E731
     for eqn in jaxpr.eqns:
-        why, out = _equation(eqn, [read(v) for v in eqn.invars])
+        why, out = _equation(eqn, [read(v) for v in eqn.invars], kept_sums)
         if why is not None:
             return why, []
         marks.update(zip(eqn.outvars, out))
@@ -136,7 +140,7 @@ def _literal(value: Any) -> int:
     return POSITIVE | NONNEGATIVE if value > 0 else ZERO | NONNEGATIVE if value == 0 else 0
 
 
-def _equation(eqn: Any, ins: list[int]) -> tuple[str | None, list[int]]:
+def _equation(eqn: Any, ins: list[int], kept_sums: bool) -> tuple[str | None, list[int]]:
     """The unsafe use `eqn` makes of operands marked `ins`, or None and its outputs' marks."""
     name, outs = eqn.primitive.name, len(eqn.outvars)
     union = functools.reduce(lambda a, b: a | b, ins, 0) & _BOTH
@@ -145,8 +149,13 @@ def _equation(eqn: Any, ins: list[int]) -> tuple[str | None, list[int]]:
         return None, [_sign(eqn, ins)] * outs  # a constant: the same in both passes
     if eqn.primitive in EXTREMES:
         return None, [KEPT | (ins[0] & _SIGN)]
+    if name == "reduce_sum" and kept_sums and math.prod(eqn.invars[0].aval.shape[a] for a in eqn.params["axes"]) > 1:
+        # Kept, the forward pass's own value in both passes, as a constant is; a sum of one
+        # element is that element, and keeps its marks.
+        return None, [_sign(eqn, ins)]
     if name in _CALLS and inner:
-        return _flow(inner[0], ins + [RECOMPUTED] * (len(inner[0].invars) - len(ins)))
+        within = kept_sums and name in ("jit", "pjit", "closed_call", "core_call")
+        return _flow(inner[0], ins + [RECOMPUTED] * (len(inner[0].invars) - len(ins)), kept_sums=within)
     if inner or _opaque(eqn):
         if union & KEPT or any(map(has_extremes, inner)):
             return f"a maximum is inside {name}, or enters it, which is not looked into", []
