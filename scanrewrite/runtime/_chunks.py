@@ -27,12 +27,16 @@ class Layout(NamedTuple):
     `negligible_bytes`: with `fit_chunk`, where one step per chunk keeps at most this many
     bytes for the backward pass, one step per chunk, which compiles fastest, whatever k
     (`_memory.negligible`).
+    `negligible_saving`: where checkpointing the default way (`checkpoint=True`, one level, no
+    stored steps, no per-step checkpoint of the user's) would save at most this many bytes
+    (`_memory.saving`), nothing is checkpointed (`_plan.unneeded`); 0: always checkpointed.
     """
 
     rolled_chunk: bool
     rolled_rest: bool
     fit_chunk: bool = False
     negligible_bytes: int = 0
+    negligible_saving: int = 0
 
 
 #: On XLA:CPU, the memory at stake (what one step per chunk keeps for the backward pass, by
@@ -40,6 +44,11 @@ class Layout(NamedTuple):
 #: 200 MB before it computes anything, and compiling a gradient adds about as much again
 #: (docs/runtime.md, "Where the memory cannot matter").
 NEGLIGIBLE_BYTES = 1 << 20
+
+#: On every backend, the memory that checkpointing must save to be worth its recomputation:
+#: below it, `checkpoint=True` builds the program of `jax.lax.scan` (docs/runtime.md, "Where
+#: checkpointing would save nothing that matters").
+NEGLIGIBLE_SAVING = 16 << 20
 
 
 # Tests and benchmarks pin a layout here; None picks it from the backend (`layout()`).
@@ -60,7 +69,7 @@ def layout() -> Layout:
     if _FORCE_LAYOUT is not None:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
-    return Layout(rolled, rolled, fit_chunk=True, negligible_bytes=NEGLIGIBLE_BYTES if rolled else 0)
+    return Layout(rolled, rolled, True, NEGLIGIBLE_BYTES if rolled else 0, NEGLIGIBLE_SAVING)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:
