@@ -39,11 +39,11 @@ def negligible(limit: int, layout: _chunks.Layout = LAYOUTS["fitted"]):
         _chunks._FORCE_LAYOUT = saved
 
 
-def saving(argnums=None, dtype=jnp.float32, make_step=mlp_step):
+def saving(argnums=None, dtype=jnp.float32):
     """What checkpointing saves by the runtime's count, differentiated with respect to `argnums`
     of `loss_of`'s `(params, h, xs)`, or traced as it is where None."""
     params, h, xs = make_case(mlp_step, N, dtype)
-    count = lambda params, h, xs: _memory.saving(N, _memory.step_bytes(_trace.body(make_step(params), h, xs)))
+    count = lambda params, h, xs: _memory.saving(N, _memory.step_bytes(_trace.body(mlp_step(params), h, xs)))
     if argnums is None:
         return count(params, h, xs)
     seen = []

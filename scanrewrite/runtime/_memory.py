@@ -97,6 +97,13 @@ class _New(NamedTuple):
         return self.var.aval
 
 
+class _Size(NamedTuple):
+    """What `_nbytes` reads of an abstract value."""
+
+    size: int
+    dtype: Any
+
+
 class _Stacked(NamedTuple):
     """A value that a nested loop of `length` steps keeps at every one of its steps."""
 
@@ -104,8 +111,8 @@ class _Stacked(NamedTuple):
     length: int
 
     @property
-    def aval(self) -> Any:
-        return jax.core.ShapedArray((self.length, *self.value.aval.shape), self.value.aval.dtype)
+    def aval(self) -> _Size:
+        return _Size(self.length * self.value.aval.size, self.value.aval.dtype)
 
 
 def _inexact(var: Any) -> bool:
