@@ -23,7 +23,7 @@ where a rewrite's results differ from `lax.scan`'s by more than `_common.agreeme
 with `--check` where the saving is negligible and `after` is neither `lax.scan`'s program nor
 within 1.05x its time, or where it is not and `after` keeps as much memory as `lax.scan`.
 
-    python benchmarks/negligible_saving.py                # both workloads, CPU sizes (~5 minutes)
+    python benchmarks/negligible_saving.py                # both workloads, CPU sizes (~2 minutes)
     python benchmarks/negligible_saving.py --smoke        # one tiny size of each, for CI
     python benchmarks/negligible_saving.py --workloads flow --batches 256 4096 --repeats 40
 """
@@ -158,11 +158,11 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--dims", type=int, default=16)
     parser.add_argument("--hidden", type=int, default=32, help="the conditioner's width")
-    parser.add_argument("--batches", type=int, nargs="+", default=[16, 64, 256, 360, 1024, 4096])
+    parser.add_argument("--batches", type=int, nargs="+", default=[16, 64, 256, 360, 512, 1024, 4096])
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--block-batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=32)
-    parser.add_argument("--ns", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    parser.add_argument("--ns", type=int, nargs="+", default=[4, 8, 16, 20, 32, 64])
     parser.add_argument("--repeats", type=int, default=30, help="interleaved rounds of timed calls")
     parser.add_argument("--check", action="store_true", help="exit 1 where `after` misses the bounds")
     parser.add_argument("--smoke", action="store_true", help="one tiny size of each workload, 3 rounds")
