@@ -40,6 +40,17 @@ def pinned_layout(name: str):
         _chunks._FORCE_LAYOUT = saved
 
 
+@contextlib.contextmanager
+def always_checkpointed():
+    """The backend's layout, but `checkpoint=True` checkpoints whatever it saves: for tests of
+    the checkpointed program on steps whose saving the backend weighs as negligible."""
+    saved, _chunks._FORCE_LAYOUT = _chunks._FORCE_LAYOUT, _chunks.layout()._replace(negligible_saving=0)
+    try:
+        yield
+    finally:
+        _chunks._FORCE_LAYOUT = saved
+
+
 def make_step(xs_kind: str, ys_kind: str):
     """A step that depends on the order of its inputs, with a dict carry of two leaves."""
 
@@ -353,7 +364,8 @@ def test_grad_memory_at_most_half_of_lax_scan():
         lowered = jax.jit(grad).lower(jnp.ones((16, 16)), jnp.ones((64, 16, 16)))
         return lowered.compile().memory_analysis().temp_size_in_bytes
 
-    assert temp_bytes(scan, unroll=8) <= temp_bytes(jax.lax.scan) / 2
+    with always_checkpointed():  # the rule would build `jax.lax.scan` for this small a saving
+        assert temp_bytes(scan, unroll=8) <= temp_bytes(jax.lax.scan) / 2
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,8 @@ def built(make_step, n, k):
 def test_the_cpu_layout_has_the_threshold():
     assert _chunks.NEGLIGIBLE_BYTES == 1 << 20
     if jax.default_backend() == "cpu":
-        assert _chunks.layout() == LAYOUTS["fitted"]._replace(negligible_bytes=_chunks.NEGLIGIBLE_BYTES)
+        expected = LAYOUTS["fitted"]._replace(negligible_bytes=_chunks.NEGLIGIBLE_BYTES)
+        assert _chunks.layout() == expected._replace(negligible_saving=_chunks.NEGLIGIBLE_SAVING)
 
 
 @pytest.mark.parametrize("make_step, n, k, rule", RULE)

@@ -110,6 +110,7 @@ def test_two_sites_end_to_end(project: Path, monkeypatch: pytest.MonkeyPatch):
     # Tiny steps, whose memory the CPU would weigh as negligible (one step per chunk at every k):
     # weighed as a large step's, so that k decides the memory, as the test needs.
     monkeypatch.setattr(scanrewrite.runtime._chunks, "NEGLIGIBLE_BYTES", 0)
+    monkeypatch.setattr(scanrewrite.runtime._chunks, "NEGLIGIBLE_SAVING", 0)  # and checkpointed
     program = write(project, "two.py", TWO_SITES)
     fn, args = load(program, "two_first").factory()
     # A first run, without a budget, gives each candidate's compiled memory at the first site.
@@ -355,6 +356,7 @@ def factory():
 # Tiny steps, whose memory the CPU would weigh as negligible (one step per chunk at every k):
 # weighed as a large step's, so that k decides the memory, as the test needs.
 scanrewrite.runtime._chunks.NEGLIGIBLE_BYTES = 0
+scanrewrite.runtime._chunks.NEGLIGIBLE_SAVING = 0  # and checkpointed, whatever it saves
 '''
 #: The jitted partial's line; the line that calls the bound one (the partial is the line above).
 JITTED, BOUND = 17, 19

@@ -91,7 +91,11 @@ def scan(
         False, 2)`) do not collide, and the call's own is used, as by the call it replaced.
     - `_split_transpose`: As `jax.lax.scan` (forwarded to the outer loop).
     - `checkpoint`: `True` wraps each chunk (and the `N % k` leftover steps) in
-        `jax.checkpoint`, so the backward pass recomputes it from its input carry. A policy
+        `jax.checkpoint`, so the backward pass recomputes it from its input carry, wherever
+        that saves more than negligible memory: where, by the runtime's count, it would save
+        16 MiB or less (with one level and nothing stored), nothing is checkpointed and the
+        program is `jax.lax.scan`'s (`_plan.unneeded`; the rewrite writes no `checkpoint=`,
+        and a written `True` is weighed alike). A policy
         such as `jax.checkpoint_policies.dots_saveable` is passed to
         `jax.checkpoint(policy=...)`; `reductions_saveable` (keeps sums, and maxima and minima
         where the step allows) often runs faster than no policy in less memory on an

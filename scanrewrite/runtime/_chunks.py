@@ -27,14 +27,18 @@ class Layout(NamedTuple):
     `negligible_bytes`: with `fit_chunk`, where one step per chunk keeps at most this many
     bytes for the backward pass, one step per chunk, which compiles fastest, whatever k
     (`_memory.negligible`).
+    `negligible_saving`: where checkpointing the default way (`checkpoint=True`, one level, no
+    stored steps, no per-step checkpoint of the user's) would save at most this many bytes
+    (`_memory.saving`), nothing is checkpointed (`_plan.unneeded`); 0: always checkpointed.
     `keeps_reductions`: `checkpoint=True` keeps the outputs of the step's reductions
-    (`reductions_saveable`) where the step has any (`_plan.make`).
+    (`reductions_saveable`) where that keeps its maxima (`_plan.make`).
     """
 
     rolled_chunk: bool
     rolled_rest: bool
     fit_chunk: bool = False
     negligible_bytes: int = 0
+    negligible_saving: int = 0
     keeps_reductions: bool = False
 
 
@@ -43,6 +47,11 @@ class Layout(NamedTuple):
 #: 200 MB before it computes anything, and compiling a gradient adds about as much again
 #: (docs/runtime.md, "Where the memory cannot matter").
 NEGLIGIBLE_BYTES = 1 << 20
+
+#: On every backend, the memory that checkpointing must save to be worth its recomputation:
+#: below it, `checkpoint=True` builds the program of `jax.lax.scan` (docs/runtime.md, "Where
+#: checkpointing would save nothing that matters").
+NEGLIGIBLE_SAVING = 16 << 20
 
 
 # Tests and benchmarks pin a layout here; None picks it from the backend (`layout()`).
@@ -66,7 +75,7 @@ def layout() -> Layout:
         return _FORCE_LAYOUT
     rolled = jax.default_backend() == "cpu"
     negligible = NEGLIGIBLE_BYTES if rolled else 0
-    return Layout(rolled, rolled, fit_chunk=True, negligible_bytes=negligible, keeps_reductions=not rolled)
+    return Layout(rolled, rolled, True, negligible, NEGLIGIBLE_SAVING, keeps_reductions=not rolled)
 
 
 def wrapper(checkpoint: Any, *, prevent_cse: bool) -> Callable[[Callable], Callable]:

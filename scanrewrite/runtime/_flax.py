@@ -37,6 +37,8 @@ def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels:
             f, policy = absorb(f, init, xs)
             if policy is not None:
                 note = f"a per-step remat inside Flax's step (policy {getattr(policy, '__name__', policy)}) is taken over"
+                # The user asked for recomputation: checkpointed whatever it saves (`_plan.unneeded`).
+                settings = {**settings, "remat": True}
                 if settings["checkpoint"] is True:
                     settings = {**settings, "checkpoint": policy}
                     note += " by the chunks"

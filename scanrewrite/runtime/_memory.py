@@ -33,8 +33,10 @@ outputs (`stop_gradient` cuts it off). The carry and the slices are taken to hav
 a product with a slice of data that has none counts a factor that jax does not keep); a
 closed-over value has one where it is seen to be differentiated (`_trace.differentiated`), as the
 parameters of `jax.grad(loss)(params, h)` are: then `params @ h` keeps every step's h. A value
-computed from closed-over values only is kept once by a loop, and an equation the tables do not
-know (a `custom_jvp`, a nested loop) counts as nothing. The tests check the bound against what
+computed from closed-over values only is kept once by a loop. A nested `jax.lax.scan` keeps what
+its body keeps by the same count, at each of its steps (a rewritten scan inside the step is one,
+checkpointed or not); an equation the tables do not know (a `custom_jvp`, a `while_loop`) counts
+as nothing. The tests check the bound against what
 `jax.vjp` of the step keeps, on every jax release the matrix runs. Since kept(d) - kept(k)
 falls as the residuals grow when d < k, a d < k that the lower bound admits keeps no more than k
 for the true residuals too, which is why only d < k are candidates (and blocks, which keep one
@@ -95,6 +97,24 @@ class _New(NamedTuple):
         return self.var.aval
 
 
+class _Size(NamedTuple):
+    """What `_nbytes` reads of an abstract value."""
+
+    size: int
+    dtype: Any
+
+
+class _Stacked(NamedTuple):
+    """A value that a nested loop of `length` steps keeps at every one of its steps."""
+
+    value: Any
+    length: int
+
+    @property
+    def aval(self) -> _Size:
+        return _Size(self.length * self.value.aval.size, self.value.aval.dtype)
+
+
 def _inexact(var: Any) -> bool:
     return jnp.issubdtype(var.aval.dtype, jnp.inexact)
 
@@ -147,6 +167,8 @@ def _residuals(
             kept.update(moving)
         elif name in _trace.CHECKPOINT_PRIMITIVES and not inline_checkpoints:
             kept.update(moving)  # and what its policy saves, which the bound leaves out
+        elif name == "scan":
+            kept.update(_scan_residuals(eqn, varying, tangent))
         elif name in _CALLS or name in _trace.CHECKPOINT_PRIMITIVES:
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
             inner = getattr(inner, "jaxpr", inner)
@@ -161,6 +183,23 @@ def _residuals(
                 )
                 kept.update(outer.get(v, v) for v in inside)
     return kept
+
+
+def _scan_residuals(eqn: Any, varying: set, tangent: set) -> set:
+    """What differentiating a nested `jax.lax.scan` equation keeps, by `_residuals` of its body:
+    a value of its own at each of its steps (`_Stacked`), and of its inputs those that vary
+    (a slice kept keeps the whole `xs`)."""
+    inner = eqn.params["jaxpr"].jaxpr
+    n_consts, n_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    outer = {i: v for i, v in zip(inner.invars, eqn.invars) if not hasattr(v, "val")}
+    looped = inner.invars[n_consts:]
+    inner_tangent = {i for i, v in outer.items() if v in tangent}
+    if inner_tangent:  # the carry's tangent can come from any input, in a later step
+        inner_tangent.update(i for i in looped[:n_carry] if _inexact(i))
+    inside = _residuals(inner, {i for i, v in outer.items() if v in varying} | set(looped), inner_tangent)
+    carry = set(looped[:n_carry])
+    whole = {outer[v] for v in inside if v in outer and v not in carry and outer[v] in varying}
+    return whole | {_Stacked(v, eqn.params["length"]) for v in inside if v in carry or v not in outer}
 
 
 def step_bytes(body: _trace.Body) -> StepBytes | None:
@@ -214,6 +253,14 @@ def negligible(body: _trace.Body, n: int, levels: Any, batch: int, limit: int) -
     if limit <= 0 or body.jaxpr is None or not one_level(levels, n):
         return None
     return Fit(1) if batch * kept(n, 1, step_bytes(body)) <= limit else None
+
+
+def saving(n: int, sizes: StepBytes) -> int:
+    """The most that checkpointing `n` steps saves, by `kept`: what a loop that checkpoints
+    nothing keeps for the backward pass (every step's residuals) less what the checkpointed
+    program that keeps least at one level keeps (one step per chunk: `n` carries and one
+    step's residuals). Negative where a step's residuals are smaller than its carry."""
+    return n * sizes.residuals - kept(n, 1, sizes)
 
 
 def one_level(levels: Any, chunks: int) -> bool:

@@ -55,6 +55,8 @@ class Request(NamedTuple):
     #: How many times `jax.vmap` around the call repeats what one call keeps
     #: (`_memory.batch_size`), where the layout weighs negligible memory; else 1.
     batch: int = 1
+    #: A per-step remat of the user's was taken over before the call (inside Flax's step).
+    remat: bool = False
 
     @property
     def whole(self) -> bool:
@@ -103,11 +105,11 @@ def request(api: str, settings: dict[str, Any], length: Any, reverse: bool, spli
         # those build what they build on arrays, as this one does (`_trace.forward_only`).
         forward = _trace.forward_only((init, xs))
     # What one call keeps, `jax.vmap` around it repeats; its trace of `f` cannot tell.
-    batch = _memory.batch_size((init, xs)) if layout.negligible_bytes else 1
+    batch = _memory.batch_size((init, xs)) if layout.negligible_bytes or layout.negligible_saving else 1
     return Request(
         api, length, reverse, split_transpose, layout, constant_inputs, forward,
         settings["unroll"], settings["checkpoint"], settings.get("levels", 1), settings.get("store", 0),
-        kind, checkpoints, buffers, batch,
+        kind, checkpoints, buffers, batch, settings.get("remat", False),
     )  # fmt: skip
 
 
@@ -258,9 +260,34 @@ def _keeping(req: Request, body: _trace.Body, checkpoint: Any, fit: _memory.Fit 
     return built, [f"checkpoint=True keeps the step's reductions on this layout: {why}"]
 
 
+def unneeded(req: Request, body: _trace.Body, n: int) -> tuple[bool, str] | None:
+    """Whether checkpointing the call would save only negligible memory, and why; None where the
+    call asked for more than the default: anything but `checkpoint=True` (written or not: the
+    runtime cannot tell), one level and nothing stored, a per-step checkpoint around `f` (or a
+    remat in Flax's step), or `equinox.internal.scan(kind="checkpointed")`. Negligible is
+    `_memory.saving` (times `req.batch`) of at most the layout's `negligible_saving`, by the
+    count of the step's carry and residuals."""
+    asked = req.checkpoint is not True or req.levels != 1 or req.store or body.checkpoint is not None or req.remat
+    if asked or req.kind is not None or not req.layout.negligible_saving or body.jaxpr is None:
+        return None
+    sizes = _memory.step_bytes(body)
+    saved = req.batch * _memory.saving(n, sizes)
+    count = f"{max(saved, 0)} bytes ({n} steps' residuals of {sizes.residuals} bytes against {n} carries of {sizes.carry})"
+    if saved > req.layout.negligible_saving:
+        return False, f"checkpointed: it saves {count}, more than the negligible {req.layout.negligible_saving}"
+    return True, f"not checkpointed: it would save {count}, at most {req.layout.negligible_saving}, negligible"
+
+
 def make(req: Request, body: _trace.Body, n: int) -> Plan:
     """The plan for `n > 0` steps of the traced `body` (where `req.whole` is not the plan)."""
-    reasons = []
+    negligible, why = unneeded(req, body, n) or (False, None)
+    if negligible and req.layout.rolled_chunk:
+        return loop_plan(req, n, "rolled layout, " + why)
+    if negligible:
+        k = requested_chunk_size(req.unroll, n)
+        return Plan(req.api, Program.CHUNKS, n, k, k, False, True, False, 0, 1, req.layout, req.staging,
+                    ("straight-line layout, " + why, _why_staged(req)))  # fmt: skip
+    reasons = [why] if why else []
     checkpoint = req.checkpoint
     if body.checkpoint is not None and checkpoint is not False:
         # The chunks take over a per-step checkpoint around `f`, and its policy where the call
