@@ -7,6 +7,8 @@ from typing import Any
 
 import jax
 
+from scanrewrite.runtime._compat import jax_core
+
 
 def scan_length(xs: Any, length: Any) -> int:
     """N, from `length` and the leading axes of `xs`, with the checks `jax.lax.scan` makes."""
@@ -74,10 +76,18 @@ def is_int_at_least(value: Any, least: int) -> bool:
         return False
 
 
-def check_store(store: Any) -> None:
-    """Raise a `ValueError` naming `store` unless it is an int >= 0 (not a bool)."""
+def check_store(store: Any) -> int:
+    """`store` as a Python int; a `ValueError` naming `store` unless it is an int >= 0 (not a
+    bool) known at trace time (a concrete array of one int counts)."""
+    if isinstance(store, jax_core.Tracer):
+        raise ValueError(
+            "`store` must be known at trace time (an int, the steps whose residuals are kept), got a traced "
+            f"value {store!r}: pass it as a static argument"
+        )
     if not is_int_at_least(store, 0):
         raise ValueError(f"`store` must be a non-negative int (the steps whose residuals are kept), got {store!r}")
+    # An array would reach the plan's arithmetic and its cache key as an array.
+    return operator.index(store)
 
 
 def check_checkpoint(checkpoint: Any) -> None:
