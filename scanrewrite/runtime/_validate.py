@@ -6,6 +6,8 @@ import operator
 from typing import Any
 
 import jax
+import numpy as np
+from jax._src.interpreters import partial_eval as pe
 
 from scanrewrite.runtime._compat import jax_core
 
@@ -90,9 +92,31 @@ def check_store(store: Any) -> int:
     return operator.index(store)
 
 
+#: What a policy may answer (`jax.checkpoint_policies`' offloading ones answer jax's own types).
+_ANSWERS = (bool, np.bool_, pe.SaveableType, pe.RecomputeType, pe.Offloadable)
+_SCALAR = jax_core.ShapedArray((), np.dtype("float32"))
+
+
 def check_checkpoint(checkpoint: Any) -> None:
-    if checkpoint is True or checkpoint is False or callable(checkpoint):
+    """Raise a `ValueError` naming `checkpoint` unless it is True, False or a policy: a callable
+    that, asked about one `sin` as jax asks (`policy(prim, *avals, **params)`), answers whether
+    to keep its output."""
+    if checkpoint is True or checkpoint is False:
         return
-    raise ValueError(
-        f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
-    )
+    if not callable(checkpoint):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
+        )
+    # Checked here, once per call and in microseconds, not deep inside jax's partial evaluation.
+    try:
+        answer = checkpoint(jax.lax.sin_p, _SCALAR, accuracy=None)
+    except Exception as exc:  # noqa: BLE001 - any failure means it is not a policy
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy called as policy(prim, *avals, **params) -> bool, "
+            f"got {checkpoint!r}, which raised {type(exc).__name__} when asked about a sin"
+        ) from None
+    if not isinstance(answer, _ANSWERS):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy called as policy(prim, *avals, **params) -> bool, "
+            f"got {checkpoint!r}, which answered {type(answer).__name__} about a sin"
+        )
