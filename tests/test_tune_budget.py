@@ -6,6 +6,7 @@ asserts a timing."""
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -125,6 +126,26 @@ def test_by_default_the_stored_counts_go_on_to_fill_the_budget(program: Path):
     assert "k=1, store=5" not in rows
     picked = next(row for row in report.sites[0].rows if row.note == "pick")
     assert picked.temp_bytes <= report.limit
+
+
+@pytest.mark.skipif(not HAS_STORE, reason="the runtime keeps no stored steps yet (store=)")
+def test_each_stage_of_the_progress_keeps_the_total_it_announced(program: Path):
+    # Filling the budget adds stored counts once others are compiled (k=1, store=7 here): the
+    # count went from `tuning 12/36` to `tuning 13/42`. Now each stage ends at its total.
+    options = ["--ks", "1", "--repeats", "2", "--warmup", "0", "--memory-budget", "3x"]
+    result = CliRunner().invoke(main, ["-v", "one.py:factory", *options])
+    assert result.exit_code == 0, result.output
+    assert "k=1, store=7" in result.stdout
+    steps = re.findall(r"^(tuning|whole program) (\d+)/(\d+): ", result.stderr, re.MULTILINE)
+    stages = {}
+    for stage, done, total in steps:
+        stages.setdefault(stage, []).append((int(done), int(total)))
+    assert list(stages) == ["tuning", "whole program"]
+    for counts in stages.values():
+        assert len({total for _, total in counts}) == 1
+        assert [done for done, _ in counts] == sorted({done for done, _ in counts})
+        assert counts[-1][0] == counts[-1][1]
+    assert stages["whole program"][-1] == (2, 2)
 
 
 def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):

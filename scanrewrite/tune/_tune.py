@@ -38,19 +38,47 @@ from scanrewrite.tune._verify import Tolerance
 
 
 class Progress(Protocol):
-    """Told the number of steps once, then each step as it ends (a compile or a timed round)."""
+    """Told the number of steps of each stage as it begins (`"tuning"`, `"tuning again"`,
+    `"whole program"`), which never changes, then the steps as they end (a compile, a timed
+    round, or several at once: planned steps that were not needed)."""
 
-    def begin(self, total: int) -> None: ...
+    def begin(self, total: int, stage: str = "tuning") -> None: ...
 
-    def advance(self, label: str) -> None: ...
+    def advance(self, label: str, steps: int = 1) -> None: ...
 
 
 class _Silent:
-    def begin(self, total: int) -> None:
+    def begin(self, total: int, stage: str = "tuning") -> None:
         pass
 
-    def advance(self, label: str) -> None:
+    def advance(self, label: str, steps: int = 1) -> None:
         pass
+
+
+class _Steps:
+    """The steps of one site's round, of those its stage planned for it: it ends at the count
+    planned, passing over what was not needed in one advance (and never past it)."""
+
+    def __init__(self, progress: Progress, planned: int) -> None:
+        self.progress, self.left = progress, planned
+
+    def advance(self, label: str) -> None:
+        if self.left > 0:
+            self.left -= 1
+            self.progress.advance(label)
+
+    def finish(self, label: str) -> None:
+        if self.left > 0:
+            self.progress.advance(label, self.left)
+            self.left = 0
+
+
+def _planned(tried: Sequence[Candidate], spend: Sequence[Candidate], repeats: int, length: int | None) -> int:
+    """The most steps a site's round takes: a compile of each candidate (or a prediction that
+    leaves it out), two more stored counts that fill the budget (`fill`) at each k with stored
+    counts, and the timed rounds."""
+    families = {(c.unroll, c.checkpoint, c.levels) for c in spend if c.store and c.store != length}
+    return len(tried) + len(spend) + 2 * len(families) + repeats
 
 
 #: The API each runtime function replaces, by the name `record_sites` gives it.
@@ -140,7 +168,7 @@ def tune(
         accelerator), and make each reported compile time that of one among several.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
         float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
-    - `progress`: told the number of steps, then each step (see `Progress`).
+    - `progress`: told the number of steps of each stage, then each step (see `Progress`).
 
     **Returns:**
 
@@ -207,8 +235,8 @@ def tune(
             counts = default_stores(length) if store_counts is None else store_counts
             found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
             spend[site] = [c for c in found_spending if c not in tried[site]]
-    total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
-    progress.begin(total)
+    plan = lambda site: _planned(tried[site], spend.get(site, ()), repeats, lengths.get(site))
+    progress.begin(2 + sum(map(plan, found)), "tuning")
 
     # With several compiles at a time each compile time is one among several anyway, so only the
     # original is warmed up (its first compilation is also the check that it is deterministic),
@@ -234,18 +262,19 @@ def tune(
     errors: dict[Site, list[tuple[Site, str]]] = {}
     differing: dict[Site, list[Row]] = {}
 
-    def tune_site(site: Site, settings: Mapping[str, Any]) -> SiteReport:
+    def tune_site(site: Site, settings: Mapping[str, Any], steps: _Steps) -> SiteReport:
         """One site's round: each candidate compiled with the other sites held at their picks
         (or as written), all timed interleaved with lax.scan at every site; the pick."""
         held = {other: picks[other] for other in found if other != site and other in picks}
         compiled: list[tuple[Candidate, Compiled]] = []
+        where = f"{os.path.basename(site.path)}:{site.line}"
 
         def compile_these(candidates: Sequence[Candidate]) -> None:
             names = iter(candidates)
             results = program.compile_all(
                 [_config({**held, site: candidate}, found) for candidate in candidates],
                 compile_threads,
-                lambda _: progress.advance(f"{os.path.basename(site.path)}:{site.line} {next(names)}"),
+                lambda _: steps.advance(f"{where} {next(names)}"),
             )
             compiled.extend(zip(candidates, results))
 
@@ -261,7 +290,9 @@ def tune(
         compile_these([*tried[site], *starts])
         skipped: dict[Candidate, str] = {}
         if spends:
-            chosen, skipped = prune(spend[site], measured(), lengths[site], limit)
+            # A start that failed to compile is not predicted again.
+            done = {c for c, _ in compiled}
+            chosen, skipped = prune([c for c in spend[site] if c not in done], measured(), lengths[site], limit)
             compile_these(chosen)
             if store_counts is None:
                 done = {c for c, _ in compiled}  # a count that failed to compile is not measured
@@ -269,12 +300,9 @@ def tune(
                 spend[site] += [c for c in filling if c not in spend[site]]
                 for candidate in filling:
                     skipped.pop(candidate, None)
-                counts["total"] += len(filling)
-                progress.begin(counts["total"])
                 compile_these(filling)
             for _ in skipped:
-                progress.advance(f"{os.path.basename(site.path)}:{site.line} predicted")
-            counts["skipped"] += len(skipped)
+                steps.advance(f"{where} predicted")
         # A program that spends memory is timed only where it fits (straight-line programs
         # over the budget may not even run), unless nothing does.
         fits = any(r.error is None and r.temp_bytes is not None and r.temp_bytes <= limit for _, r in compiled) if limit else False
@@ -285,7 +313,7 @@ def tune(
         ok = [result for _, result in compiled if result.error is None and id(result) not in over]
         timings = program.time(
             [baseline, *ok], repeats, warmup,
-            lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}"),
+            lambda: steps.advance(f"timing {where}"),
         )
         if isinstance(timings[0], str):
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
@@ -328,26 +356,27 @@ def tune(
             comparison=baseline.comparison,
         )
         program.forget([BASELINE, (), _config(picks, found)])
+        steps.finish(f"{where} done")
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
-    counts = {"skipped": 0, "total": total}
     for site, settings in found.items():
-        reports[site] = tune_site(site, settings)
+        reports[site] = tune_site(site, settings, _Steps(progress, plan(site)))
     # A site tuned early was held to the budget with the sites after it still as written; if
     # nothing fitted then, it took the least memory. Now that every site has its pick, it is
     # tuned once more (configurations already compiled are not compiled again).
     again = [site for site, report in reports.items() if report.over_budget and len(found) > 1]
     if again:
-        progress.begin(counts["total"] + sum(len(tried[site]) + repeats for site in again))
+        progress.begin(sum(map(plan, again)), "tuning again")
     for site in again:
-        reports[site] = tune_site(site, found[site])
+        reports[site] = tune_site(site, found[site], _Steps(progress, plan(site)))
         reports[site].reason += "; tuned again with every other site at its pick"
     errors_flat = [error for site in found for error in errors[site]]
 
     final = _config(picks, found)
     whole_configs = [BASELINE, ()] + ([final] if final != () else [])
     entries = [program.compile(config) for config in whole_configs]
-    timings = program.time(entries, repeats, warmup, lambda: progress.advance("whole program"))
+    progress.begin(repeats, "whole program")
+    timings = program.time(entries, repeats, warmup, lambda: progress.advance("timing every site at its pick"))
     labels = ["lax.scan at every site", "as written", "every site at its pick"]
     if final == ():
         labels[1] = "as written = every site at its pick"
@@ -360,11 +389,12 @@ def tune(
     differing_flat: list[tuple[Site | None, Row]] = [(site, row) for site in found for row in differing[site]]
     differing_flat += [(None, row) for row in whole[1:] if row.differs]
     device = jax.devices()[0]
+    not_compiled = sum(row.note.startswith("not compiled") for report in reports.values() for row in report.rows)
     return TuneReport(
         list(reports.values()), whole, budget, limit, repeats, warmup,
         f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
         differing_flat, program.tolerance, picks_agree=not whole[-1].differs,
-        wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=counts["skipped"],
+        wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=not_compiled,
         compile_threads=compile_threads,
     )
 
