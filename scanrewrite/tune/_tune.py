@@ -25,6 +25,7 @@ from scanrewrite.tune._select import (
     Option,
     TuneError,
     candidates,
+    changes,
     choose,
     default_stores,
     parse_ks,
@@ -178,7 +179,7 @@ def tune(
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
     original scan if it is one (the rewrite stays only where it helps), else the one with
-    less temp memory. The picks are then measured once more together. A candidate that fails
+    less temp memory, then the one closest to the setting written (`_select.changes`). The picks are then measured once more together. A candidate that fails
     to compile or run, or whose outputs (values and whatever else `fn` returns, gradients
     included) differ from the original's, is reported in its row (and in `errors` or
     `differing`) and not picked.
@@ -343,7 +344,8 @@ def tune(
             row_of.append(row)
             options.append(
                 Option(
-                    candidate, timing, result.temp_bytes, error, differs=row.differs, written=written, program=result.program
+                    candidate, timing, result.temp_bytes, error, differs=row.differs, written=written,
+                    program=result.program, changes=changes(candidate, settings.get("unroll")),
                 )
             )
         rows += [Row(str(candidate), candidate, note=why) for candidate, why in skipped.items()]
