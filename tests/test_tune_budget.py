@@ -21,6 +21,7 @@ import scanrewrite.tune
 from scanrewrite.tune import Candidate
 from scanrewrite.tune._command import main
 from scanrewrite.tune._measure import BASELINE, Program
+from scanrewrite.tune._report import describe_built
 from scanrewrite.tune._select import ORIGINAL_SCAN
 from tests.test_tune import load
 from tests.treecheck import assert_trees_close
@@ -62,11 +63,21 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
     fn, args = load(program, "one_budget").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
     (site,) = report.sites
-    rows = {str(row.candidate): row for row in site.rows}
+    rows = {row.label: row for row in site.rows}
     # The for-loop's program: every one of the 8 steps stored, nothing checkpointed.
     assert rows["for-loop program"].candidate == Candidate(8, store=8)
     chosen = next(row for row in site.rows if row.note == "pick")
     assert chosen.temp_bytes <= report.limit == report.whole[0].temp_bytes
+    # Each row says what the runtime built there, as `record_sites()` reports it.
+    assert "stored, " in rows["for-loop program"].built and "store=8 of 8" in rows["for-loop program"].built
+    assert "(asked 2)" in rows["k=2 (written)"].built and "store=0 of 8" in rows["k=2 (written)"].built
+    assert "(asked 1)" in rows["k=1, store=4"].built and "store=4 of 8" in rows["k=1, store=4"].built
+    assert "checkpoint=dots_and_reductions_saveable" in rows["per-step dots_and_reductions_saveable"].built
+    assert rows["original jax.lax.scan"].built == "" and "| the runtime built |" in report.table()
+    with scanrewrite.runtime.override(unroll=1, store=4), scanrewrite.runtime.record_sites() as found:
+        jax.jit(fn).lower(*args)
+    assert rows["k=1, store=4"].built == describe_built(found.plans[site.site])
+    assert f"| {describe_built(found.plans[site.site])} |" in report.table()
     # The tuner says what it cost.
     assert report.wall_s > 0 and 0 < report.compiled <= 2 + len([row for row in site.rows if row.compile_s is not None])
     assert f"tuned in {report.wall_s:.1f} s: {report.compiled} programs compiled" in report.table()

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -108,6 +108,9 @@ class Compiled:
     comparison: Comparison | None = None
     #: A digest of the optimized program: equal for configurations that build the same one.
     program: str | None = None
+    #: What the runtime built at each site as this configuration traced it (`record_sites`'
+    #: plans, `_plan.Plan`); none where a site ran the scan it replaced.
+    plans: dict[Site, list[Any]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -222,15 +225,16 @@ class Program:
         compiling = {i for i in digests if digests[i] is None or first_of.get(digests[i]) == i}
         results = []
         with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
-            futures = {i: pool.submit(self._finish, *lowered[i]) for i in sorted(compiling)}
+            futures = {i: pool.submit(self._finish, *lowered[i][:2]) for i in sorted(compiling)}
             for i, config in enumerate(configs):
                 if i in futures:
                     result = futures[i].result()
+                    result.plans = lowered[i][2]
                     if digests[i] is not None:
                         self._lowerings[digests[i]] = result
                     self._keep(config, result)
                 elif i in digests:
-                    self._keep(config, self._same(digests[i]))
+                    self._keep(config, replace(self._same(digests[i]), plans=lowered[i][2]))
                 elif i in lowered:
                     self._keep(config, lowered[i])
                 results.append(self._compiled[config])
@@ -254,13 +258,14 @@ class Program:
         known = self._compiled.get(config)
         return known is not None and known.settled
 
-    def _lower(self, config: Config | str) -> tuple[Any, float] | Compiled:
-        """`config` traced and lowered, and the seconds that took; or why it failed."""
+    def _lower(self, config: Config | str) -> tuple[Any, float, dict[Site, list[Any]]] | Compiled:
+        """`config` traced and lowered, the seconds that took, and what the runtime built at
+        each site; or why it failed."""
         try:
-            with applied(config):
+            with applied(config), record_sites() as found:
                 start = time.perf_counter()
                 lowered = jax.jit(self._call).lower(self.inputs)
-                return lowered, time.perf_counter() - start
+                return lowered, time.perf_counter() - start, dict(found.plans)
         except Exception as exc:  # a candidate that fails is reported in its row; others go on
             return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 
@@ -14,7 +14,8 @@ from scanrewrite.targets import ALL_POLICIES, TARGETS
 from scanrewrite.tune._jaxpr import differing_site, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
 from scanrewrite.tune._predict import anchor, bases, fill, prune
-from scanrewrite.tune._report import Row, SiteReport, TuneReport
+from scanrewrite.tune._progress import Progress, Silent, Steps, planned_steps
+from scanrewrite.tune._report import Row, SiteReport, TuneReport, describe_built
 from scanrewrite.tune._select import (
     DEFAULT_KS,
     DEFAULT_LEVELS,
@@ -36,50 +37,6 @@ from scanrewrite.tune._select import (
     spending_policies,
 )
 from scanrewrite.tune._verify import Tolerance
-
-
-class Progress(Protocol):
-    """Told the number of steps of each stage as it begins (`"tuning"`, `"tuning again"`,
-    `"whole program"`), which never changes, then the steps as they end (a compile, a timed
-    round, or several at once: planned steps that were not needed)."""
-
-    def begin(self, total: int, stage: str = "tuning") -> None: ...
-
-    def advance(self, label: str, steps: int = 1) -> None: ...
-
-
-class _Silent:
-    def begin(self, total: int, stage: str = "tuning") -> None:
-        pass
-
-    def advance(self, label: str, steps: int = 1) -> None:
-        pass
-
-
-class _Steps:
-    """The steps of one site's round, of those its stage planned for it: it ends at the count
-    planned, passing over what was not needed in one advance (and never past it)."""
-
-    def __init__(self, progress: Progress, planned: int) -> None:
-        self.progress, self.left = progress, planned
-
-    def advance(self, label: str) -> None:
-        if self.left > 0:
-            self.left -= 1
-            self.progress.advance(label)
-
-    def finish(self, label: str) -> None:
-        if self.left > 0:
-            self.progress.advance(label, self.left)
-            self.left = 0
-
-
-def _planned(tried: Sequence[Candidate], spend: Sequence[Candidate], repeats: int, length: int | None) -> int:
-    """The most steps a site's round takes: a compile of each candidate (or a prediction that
-    leaves it out), two more stored counts that fill the budget (`fill`) at each k with stored
-    counts, and the timed rounds."""
-    families = {(c.unroll, c.checkpoint, c.levels) for c in spend if c.store and c.store != length}
-    return len(tried) + len(spend) + 2 * len(families) + repeats
 
 
 #: The API each runtime function replaces, by the name `record_sites` gives it.
@@ -189,7 +146,7 @@ def tune(
     checked; the site is named where the jaxprs tell it).
     """
     started = time.perf_counter()
-    progress = progress or _Silent()
+    progress = progress or Silent()
     ks = parse_ks(list(ks))
     store_counts = parse_stores(stores)
     checkpoints = parse_policies(checkpoints)
@@ -236,7 +193,7 @@ def tune(
             counts = default_stores(length) if store_counts is None else store_counts
             found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
             spend[site] = [c for c in found_spending if c not in tried[site]]
-    plan = lambda site: _planned(tried[site], spend.get(site, ()), repeats, lengths.get(site))
+    plan = lambda site: planned_steps(tried[site], spend.get(site, ()), repeats, lengths.get(site))
     progress.begin(2 + sum(map(plan, found)), "tuning")
 
     # With several compiles at a time each compile time is one among several anyway, so only the
@@ -263,7 +220,7 @@ def tune(
     errors: dict[Site, list[tuple[Site, str]]] = {}
     differing: dict[Site, list[Row]] = {}
 
-    def tune_site(site: Site, settings: Mapping[str, Any], steps: _Steps) -> SiteReport:
+    def tune_site(site: Site, settings: Mapping[str, Any], steps: Steps) -> SiteReport:
         """One site's round: each candidate compiled with the other sites held at their picks
         (or as written), all timed interleaved with lax.scan at every site; the pick."""
         held = {other: picks[other] for other in found if other != site and other in picks}
@@ -322,8 +279,11 @@ def tune(
         rows, options, errors[site], differing[site] = [], [], [], []
         row_of: list[Row] = []  # the row of each option
         for candidate, result in compiled:
+            built = describe_built(result.plans.get(site, ()))
             if id(result) in over:
-                rows.append(Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed"))
+                row = Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed")
+                row.built = built
+                rows.append(row)
                 continue
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
@@ -332,6 +292,7 @@ def tune(
                 timing = None
             label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
             row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
+            row.built = built
             written = _written(candidate, settings)
             if written:
                 row.label += " (written)"
@@ -362,7 +323,7 @@ def tune(
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
     for site, settings in found.items():
-        reports[site] = tune_site(site, settings, _Steps(progress, plan(site)))
+        reports[site] = tune_site(site, settings, Steps(progress, plan(site)))
     # A site tuned early was held to the budget with the sites after it still as written; if
     # nothing fitted then, it took the least memory. Now that every site has its pick, it is
     # tuned once more (configurations already compiled are not compiled again).
@@ -370,7 +331,7 @@ def tune(
     if again:
         progress.begin(sum(map(plan, again)), "tuning again")
     for site in again:
-        reports[site] = tune_site(site, found[site], _Steps(progress, plan(site)))
+        reports[site] = tune_site(site, found[site], Steps(progress, plan(site)))
         reports[site].reason += "; tuned again with every other site at its pick"
     errors_flat = [error for site in found for error in errors[site]]
 
