@@ -8,10 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from scanrewrite.runtime._override import Site
 from scanrewrite.targets import ALL_POLICIES, TARGETS
-from scanrewrite.tune._jaxpr import differing_site, scan_lengths
+from scanrewrite.tune import _rounding
+from scanrewrite.tune._jaxpr import differing_site, narrowest_float, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._progress import Progress, Silent, Steps, planned_steps
@@ -173,7 +175,11 @@ def tune(
             "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
             "or map); rewrite its scans with `scanrewrite` first"
         )
-    lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels or budget else {}
+    jaxpr = program.jaxpr(BASELINE) if levels or budget or rtol is None else None
+    lengths = scan_lengths(jaxpr, list(found)) if jaxpr is not None else {}
+    precision = narrowest_float(jaxpr) if rtol is None and jaxpr is not None else None
+    # Rounding in a narrow float moves an output's last bits by more than its own dtype's rtol.
+    references = _rounding.references(calls, lengths) if precision is not None and jnp.finfo(precision).bits < 32 else []
     spend: dict[Site, list[Candidate]] = {}
     tried = {}
     for site, settings in found.items():
@@ -194,7 +200,7 @@ def tune(
             found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
             spend[site] = [c for c in found_spending if c not in tried[site]]
     plan = lambda site: planned_steps(tried[site], spend.get(site, ()), repeats, lengths.get(site))
-    progress.begin(2 + sum(map(plan, found)), "tuning")
+    progress.begin(2 + len(references) + sum(map(plan, found)), "tuning")
 
     # With several compiles at a time each compile time is one among several anyway, so only the
     # original is warmed up (its first compilation is also the check that it is deterministic),
@@ -213,6 +219,12 @@ def tune(
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
             "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
         )
+    if references:
+        names = iter(["checkpointed scan at every site", "for-loop's program at every site"])
+        spread = _rounding.measure(
+            program, references, first, precision, compile_threads, lambda _: progress.advance(f"rounding: {next(names)}")
+        )
+        program.tolerance = Tolerance(rtol, atol, spread, precision.name)
     stats = jax.devices()[0].memory_stats() or {}  # None on the CPU
     limit = budget.limit(baseline.temp_bytes, stats.get("bytes_limit")) if budget else None
     picks: dict[Site, Candidate] = {}
