@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scanrewrite.runtime._override import Call, Site
+from scanrewrite.runtime import Site
+from scanrewrite.runtime._override import Call
 from scanrewrite.tune._measure import Compiled, Config, Program
 from scanrewrite.tune._select import ORIGINAL_SCAN, Candidate
 from scanrewrite.tune._verify import rounding_of, to_host
@@ -27,6 +28,7 @@ def references(calls: Mapping[Site, Call], lengths: Mapping[Site, int]) -> list[
     """The configurations equal to the original up to rounding: the checkpointed scan at every
     site, and where there is a `scan` site of known length, the for-loop's program there."""
     sites = sorted(calls)
+    # equinox's scan takes no `checkpoint`: `kind="lax"` checkpoints each chunk.
     checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else "checkpoint")) for site in sites)
     loops = {site: Candidate(lengths[site], store=lengths[site]) for site in sites
              if calls[site].api == "scan" and lengths.get(site)}  # fmt: skip

@@ -127,7 +127,9 @@ def tune(
         More cut the tuner's wall time where compiling dominates (straight-line programs on an
         accelerator), and make each reported compile time that of one among several.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
-        float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
+        float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`), raised
+        where `fn` computes in a float narrower than 32 bits to what rounding moves each leaf
+        by (see `scanrewrite.tune._rounding`).
     - `progress`: told the number of steps of each stage, then each step (see `Progress`).
 
     **Returns:**
@@ -138,7 +140,8 @@ def tune(
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
     original scan if it is one (the rewrite stays only where it helps), else the one with
-    less temp memory, then the one closest to the setting written (`_select.changes`). The picks are then measured once more together. A candidate that fails
+    less temp memory, then the one closest to the setting written (`_select.changes`). The
+    picks are then measured once more together. A candidate that fails
     to compile or run, or whose outputs (values and whatever else `fn` returns, gradients
     included) differ from the original's, is reported in its row (and in `errors` or
     `differing`) and not picked.
@@ -179,7 +182,8 @@ def tune(
     lengths = scan_lengths(jaxpr, list(found)) if jaxpr is not None else {}
     precision = narrowest_float(jaxpr) if rtol is None and jaxpr is not None else None
     # Rounding in a narrow float moves an output's last bits by more than its own dtype's rtol.
-    references = _rounding.references(calls, lengths) if precision is not None and jnp.finfo(precision).bits < 32 else []
+    narrow = precision is not None and jnp.finfo(precision).bits < 32
+    references = _rounding.references(calls, lengths) if narrow else []
     spend: dict[Site, list[Candidate]] = {}
     tried = {}
     for site, settings in found.items():
@@ -293,9 +297,10 @@ def tune(
         for candidate, result in compiled:
             built = describe_built(result.plans.get(site, ()))
             if id(result) in over:
-                row = Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed")
-                row.built = built
-                rows.append(row)
+                rows.append(Row(
+                    str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed",
+                    built=built,
+                ))  # fmt: skip
                 continue
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
@@ -303,8 +308,10 @@ def tune(
                 errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
             label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
-            row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
-            row.built = built
+            row = Row(
+                label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison,
+                built=built,
+            )
             written = _written(candidate, settings)
             if written:
                 row.label += " (written)"
