@@ -94,7 +94,9 @@ def check_store(store: Any) -> int:
 
 #: What a policy may answer (`jax.checkpoint_policies`' offloading ones answer jax's own types).
 _ANSWERS = (bool, np.bool_, pe.SaveableType, pe.RecomputeType, pe.Offloadable)
-_SCALAR = jax_core.ShapedArray((), np.dtype("float32"))
+#: The operand of the `sin` a policy is asked about: a matrix, as a policy that reads its
+#: operands' shapes (`avals[0].shape[0]`) may expect.
+_OPERAND = jax_core.ShapedArray((2, 2), np.dtype("float32"))
 
 
 def check_checkpoint(checkpoint: Any) -> None:
@@ -109,7 +111,7 @@ def check_checkpoint(checkpoint: Any) -> None:
         )
     # Checked here, once per call and in microseconds, not deep inside jax's partial evaluation.
     try:
-        answer = checkpoint(jax.lax.sin_p, _SCALAR, accuracy=None)
+        answer = checkpoint(jax.lax.sin_p, _OPERAND, accuracy=None)
     except Exception as exc:  # noqa: BLE001 - any failure means it is not a policy
         raise ValueError(
             f"`checkpoint` must be True, False or a policy called as policy(prim, *avals, **params) -> bool, "
