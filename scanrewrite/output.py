@@ -15,11 +15,14 @@ def _lines(data: bytes) -> list[bytes]:
 def unified_diff(before: bytes, after: bytes, path: str) -> bytes:
     """A unified diff from `before` to `after` with `--- a/path` and `+++ b/path` headers,
     which `git apply` (and `patch -p1`) accept when `path` is relative to the repository top.
+    An absolute `path` (a file outside the current folder) is named from the root, as
+    `git diff --no-index` names it (`a/home/user/x.py`): the patch applies from `/`.
 
     Lines keep their own endings, so a CRLF file gives CRLF lines, and the bytes are not
     decoded, so the patch matches the file in any encoding.
     """
-    name = path.encode("utf-8", "surrogateescape")
+    # Not `a//home/...`: `git apply` rejects it, and `patch -p1` from `/` alone takes it.
+    name = path.lstrip("/").encode("utf-8", "surrogateescape")
     # As git writes it: a tab ends a name with a space in it, for GNU patch.
     end = b"\t" if b" " in name else b""
     out = []

@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,23 @@ def test_check_and_diff_write_nothing(project: Path, args: list[str], code: int)
     ]
     assert (result.stdout.startswith("--- a/a.py\n+++ b/a.py\n@@ ")) == ("--diff" in args)
     assert ("-out = jax.lax.scan(step, 0, None, length=3)\n" in result.stdout) == ("--diff" in args)
+
+
+@pytest.mark.parametrize("apply", [["git", "apply", "-"], ["patch", "-p1"]], ids=["git-apply", "patch"])
+def test_the_patch_of_a_file_outside_the_current_folder_applies_from_the_root(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, apply: list[str]
+) -> None:
+    # Named by its absolute path, it was `--- a//tmp/...`, which `git apply` rejects.
+    outside = tmp_path_factory.mktemp("outside") / "x.py"
+    outside.write_text(SCAN)
+    result = invoke("--diff", str(outside))
+    assert result.exit_code == 0, result.output
+    name = outside.resolve().as_posix().lstrip("/")
+    assert result.stdout.startswith(f"--- a/{name}\n+++ b/{name}\n@@ ")
+    if shutil.which(apply[0]) is None:
+        pytest.skip(f"{apply[0]} is not installed")
+    subprocess.run(apply, input=result.stdout.encode(), cwd="/", check=True, capture_output=True)
+    assert outside.read_bytes() == rewritten(SCAN)
 
 
 @pytest.mark.parametrize("args", [[], ["--check"], ["--diff"], ["--check", "--diff"]])

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scanrewrite.runtime import _chunks, scan
+import scanrewrite.runtime
+from scanrewrite.runtime import _chunks, record_sites, scan
 from scanrewrite.runtime._compat import enable_x64, typeof
 from tests.treecheck import assert_trees_close
 
@@ -377,6 +378,12 @@ def test_grad_memory_at_most_half_of_lax_scan():
         pytest.param(dict(unroll=None), "`unroll`.*None", id="unroll-none"),
         pytest.param(dict(checkpoint="dots_saveable"), "`checkpoint`.*'dots_saveable'", id="checkpoint-str"),
         pytest.param(dict(checkpoint=None), "`checkpoint`.*None", id="checkpoint-none"),
+        pytest.param(dict(checkpoint=jnp.sum), "`checkpoint`.*policy.*raised TypeError", id="checkpoint-jnp-sum"),
+        pytest.param(dict(checkpoint=lambda x: x), "`checkpoint`.*policy.*raised TypeError", id="checkpoint-one-arg"),
+        pytest.param(dict(checkpoint=lambda *_, **__: 1.0), "`checkpoint`.*answered float", id="checkpoint-float"),
+        pytest.param(
+            dict(checkpoint=jax.checkpoint_policies.save_only_these_names), "`checkpoint`.*raised", id="checkpoint-factory"
+        ),
         pytest.param(dict(xs=(jnp.ones(3), jnp.ones(4))), r"xs\[0\]. has leading axis 3 but .xs\[1\]. has 4", id="xs-lengths"),
         pytest.param(dict(xs=jnp.ones(4), length=5), "`length=5` but `xs` has leading axis 4", id="length-vs-xs"),
         pytest.param(dict(xs=None), "`xs=None`.*no `length`", id="no-length"),
@@ -389,6 +396,36 @@ def test_bad_input(kwargs, message):
     kwargs = {"xs": jnp.ones(4), **kwargs}
     with pytest.raises(ValueError, match=message):
         scan(lambda c, x: (c, x), 0.0, **kwargs)
+
+
+def _keeps_nothing(prim, *_, **__):
+    return False
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        *(getattr(jax.checkpoint_policies, name) for name in ("everything_saveable", "nothing_saveable", "dots_saveable",
+                                                             "dots_with_no_batch_dims_saveable")),
+        jax.checkpoint_policies.save_only_these_names("h"),
+        jax.checkpoint_policies.save_any_names_but_these("h"),
+        jax.checkpoint_policies.save_from_both_policies(POLICY, jax.checkpoint_policies.dots_saveable),
+        jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host"),
+        jax.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=["h"], names_which_can_be_offloaded=[], offload_src="device", offload_dst="pinned_host"
+        ),
+        scanrewrite.runtime.reductions_saveable,
+        scanrewrite.runtime.dots_with_no_batch_dims_and_reductions_saveable,
+        scanrewrite.runtime.dots_and_reductions_saveable,
+        _keeps_nothing,
+    ],
+)
+def test_every_policy_passes_the_check_of_checkpoint(policy):
+    # The check asks a policy about one `sin`: every policy jax and the runtime ship, and one
+    # written as `def p(prim, *_, **__)`, answers; the call builds with it (no offloading here).
+    with record_sites() as sites:
+        jax.make_jaxpr(jax.grad(lambda c: scan(lambda c, x: (jnp.sin(c * x), c), c, jnp.ones(3), checkpoint=policy)[0]))(1.0)
+    assert len(sites.plans) == 1
 
 
 def test_f_must_be_callable():

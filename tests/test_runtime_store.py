@@ -145,6 +145,25 @@ def test_bad_store_is_a_value_error_naming_store(bad):
         eqxi_scan(step, init, xs, kind="checkpointed", store=2)
 
 
+def test_a_concrete_array_store_is_an_int_under_grad():
+    # An array from the user's config (`store=jnp.array(2)`) ran forward, and under `jax.grad`
+    # reached the plan's `min(store, n)` as an array and raised TracerBoolConversionError.
+    step = make_step("array", "array")
+    for store in (jnp.array(2), jnp.int32(2)):
+        assert check_against_lax(lambda *a, **kw: scan(*a, store=store, **kw), N, "array", "array", jnp.float32)
+        with record_sites() as sites:
+            jax.grad(lambda i, xs: scan(step, i, xs, unroll=2, store=store)[0]["h"].sum())(*make_inputs(N, "array", jnp.float32))
+        assert [type(plan.store) for plans in sites.plans.values() for plan in plans] == [int]
+        assert [plan.store for plans in sites.plans.values() for plan in plans] == [2]
+
+
+def test_a_traced_store_is_a_value_error_saying_it_must_be_static():
+    init, xs = make_inputs(N, "array", jnp.float32)
+    step = make_step("array", "array")
+    with pytest.raises(ValueError, match="`store` must be known at trace time.*static argument"):
+        jax.jit(lambda i, xs, s: scan(step, i, xs, store=s))(init, xs, 2)
+
+
 def primitive_names(jaxpr) -> list:
     names = []
     for eqn in jaxpr.eqns:

@@ -183,16 +183,35 @@ def test_a_candidate_that_fails_to_compile_is_reported_in_its_row(project: Path)
     assert "| k=8 | failed to compile: ValueError: too many steps traced at once |" in result.stdout
     assert re.search(r"\| k=1 \(written\) \| [0-9.]+ \|.*\| pick \|", result.stdout)
     lines = result.stderr.splitlines()
-    steps = [line for line in lines if line.startswith("tuning ")]
+    steps = [line for line in lines if re.match(r"(tuning|whole program) \d+/\d+: ", line)]
     assert len(steps) > 3 and lines[: len(steps)] == steps
-    for done, line in enumerate(steps, 1):
-        assert re.fullmatch(rf"tuning {done}/{len(steps)}: .+ \(\d+ s\)", line), line
+    # A stage per total: the candidates, then the picks measured together.
+    tuning = [line for line in steps if line.startswith("tuning ")]
+    for done, line in enumerate(tuning, 1):
+        assert re.fullmatch(rf"tuning {done}/{len(tuning)}: .+ \(\d+ s\)", line), line
+    assert re.fullmatch(r"whole program 1/1: timing every site at its pick \(\d+ s\)", steps[-1])
     assert steps[0].startswith("tuning 1/") and ": lax.scan at every site (" in steps[0]
     assert any(": fails.py:13 k=8 (" in line for line in steps)
     assert lines[len(steps) :] == [
         "error: fails.py:13: k=8: failed to compile: ValueError: too many steps traced at once",
         "1 site tuned, 0 with a pick other than what is written",
     ]
+
+
+def test_the_patch_for_a_factory_outside_the_current_folder_applies_from_the_root(
+    project: Path, tmp_path_factory: pytest.TempPathFactory
+):
+    # Written `unroll=True`, which is no candidate (k=1 and the original scan are): the pick
+    # changes the call.
+    outside = tmp_path_factory.mktemp("elsewhere") / "whole.py"
+    source = FAILS_AT_K8.replace("xs, unroll=1)[0]", "xs, unroll=True)[0]")
+    outside.write_text(source)
+    result = invoke(f"{outside}:factory", "--ks", "1", "--repeats", "1", "--warmup", "0", "--diff")
+    name = outside.resolve().as_posix().lstrip("/")
+    assert result.stdout.startswith(f"--- a/{name}\n+++ b/{name}\n@@ "), result.stdout
+    subprocess.run(["git", "apply", "-"], input=result.stdout.encode(), cwd="/", check=True, capture_output=True)
+    after = outside.read_text()
+    assert "jax.lax.scan(step, 1.0, xs, unroll=True)" in after or "runtime.scan(step, 1.0, xs, unroll=1)" in after
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,14 @@ asserts a timing."""
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 from click.testing import CliRunner
 
 import scanrewrite.runtime
@@ -18,6 +21,7 @@ import scanrewrite.tune
 from scanrewrite.tune import Candidate
 from scanrewrite.tune._command import main
 from scanrewrite.tune._measure import BASELINE, Program
+from scanrewrite.tune._report import describe_built
 from scanrewrite.tune._select import ORIGINAL_SCAN
 from tests.test_tune import load
 from tests.treecheck import assert_trees_close
@@ -62,11 +66,21 @@ def test_a_budget_adds_the_for_loops_program_and_the_pick_fits(program: Path):
     fn, args = load(program, "one_budget").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1, 2], repeats=1, warmup=0, memory_budget="1x", stores=(4,))
     (site,) = report.sites
-    rows = {str(row.candidate): row for row in site.rows}
+    rows = {row.label: row for row in site.rows}
     # The for-loop's program: every one of the 8 steps stored, nothing checkpointed.
-    assert rows["k=8, store=8"].candidate == Candidate(8, store=8)
+    assert rows["for-loop program"].candidate == Candidate(8, store=8)
     chosen = next(row for row in site.rows if row.note == "pick")
     assert chosen.temp_bytes <= report.limit == report.whole[0].temp_bytes
+    # Each row says what the runtime built there, as `record_sites()` reports it.
+    assert "stored, " in rows["for-loop program"].built and "store=8 of 8" in rows["for-loop program"].built
+    assert "(asked 2)" in rows["k=2 (written)"].built and "store=0 of 8" in rows["k=2 (written)"].built
+    assert "(asked 1)" in rows["k=1, store=4"].built and "store=4 of 8" in rows["k=1, store=4"].built
+    assert "checkpoint=dots_and_reductions_saveable" in rows["per-step dots_and_reductions_saveable"].built
+    assert rows["original jax.lax.scan"].built == "" and "| the runtime built |" in report.table()
+    with scanrewrite.runtime.override(unroll=1, store=4), scanrewrite.runtime.record_sites() as found:
+        jax.jit(fn).lower(*args)
+    assert rows["k=1, store=4"].built == describe_built(found.plans[site.site])
+    assert f"| {describe_built(found.plans[site.site])} |" in report.table()
     # The tuner says what it cost.
     assert report.wall_s > 0 and 0 < report.compiled <= 2 + len([row for row in site.rows if row.compile_s is not None])
     assert f"tuned in {report.wall_s:.1f} s: {report.compiled} programs compiled" in report.table()
@@ -80,9 +94,9 @@ def test_a_program_over_the_budget_that_spends_memory_is_not_timed(program: Path
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(4,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
     least = min(memory.values())
-    assert memory["k=8, store=8"] > least, "the for-loop's program keeps more than the least"
+    assert memory["for-loop program"] > least, "the for-loop's program keeps more than the least"
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=least, stores=(4,))
-    row = next(row for row in report.sites[0].rows if str(row.candidate) == "k=8, store=8")
+    row = next(row for row in report.sites[0].rows if str(row.candidate) == "for-loop program")
     assert row.note == "over budget: not timed" and row.timing is None and row.temp_bytes > least
     assert report.sites[0].pick != Candidate(8, store=8)
 
@@ -100,7 +114,7 @@ def test_stored_steps_are_predicted_compiled_where_they_fit_and_written_back(pro
     # A budget halfway between single steps and the for-loop's program.
     first = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(1,))
     memory = {str(row.candidate): row.temp_bytes for row in first.sites[0].rows}
-    budget = (memory["k=1"] + memory["k=8, store=8"]) // 2
+    budget = (memory["k=1"] + memory["for-loop program"]) // 2
     options = ["--ks", "1", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--memory-budget", str(budget)]
     result = CliRunner().invoke(main, ["-q", "one.py:factory", *options, "--stores", "1,2,4,6,7", "--write"])
     assert result.exit_code == 0, result.output
@@ -130,6 +144,26 @@ def test_by_default_the_stored_counts_go_on_to_fill_the_budget(program: Path):
     assert picked.temp_bytes <= report.limit
 
 
+@pytest.mark.skipif(not HAS_STORE, reason="the runtime keeps no stored steps yet (store=)")
+def test_each_stage_of_the_progress_keeps_the_total_it_announced(program: Path):
+    # Filling the budget adds stored counts once others are compiled (k=1, store=7 here): the
+    # count went from `tuning 12/36` to `tuning 13/42`. Now each stage ends at its total.
+    options = ["--ks", "1", "--repeats", "2", "--warmup", "0", "--memory-budget", "3x"]
+    result = CliRunner().invoke(main, ["-v", "one.py:factory", *options])
+    assert result.exit_code == 0, result.output
+    assert "k=1, store=7" in result.stdout
+    steps = re.findall(r"^(tuning|whole program) (\d+)/(\d+): ", result.stderr, re.MULTILINE)
+    stages = {}
+    for stage, done, total in steps:
+        stages.setdefault(stage, []).append((int(done), int(total)))
+    assert list(stages) == ["tuning", "whole program"]
+    for counts in stages.values():
+        assert len({total for _, total in counts}) == 1
+        assert [done for done, _ in counts] == sorted({done for done, _ in counts})
+        assert counts[-1][0] == counts[-1][1]
+    assert stages["whole program"][-1] == (2, 2)
+
+
 def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself(program: Path):
     """A step written as `jax.checkpoint(step)` (the runtime takes its checkpoint over): the
     for-loop's program keeps every step's residuals, more than k = 1, where `checkpoint=False`
@@ -139,9 +173,9 @@ def test_the_for_loops_program_stores_every_step_also_where_f_checkpoints_itself
     fn, args = load(program, "one_checkpointed").factory()
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(2,))
     memory = {str(row.candidate): row.temp_bytes for row in report.sites[0].rows}
-    assert memory["k=8, store=8"] > memory["k=1"], memory
+    assert memory["for-loop program"] > memory["k=1"], memory
     policy = "dots_with_no_batch_dims_and_reductions_saveable"
-    assert {"k=1, reductions_saveable", f"k=8, {policy}", f"k=8, {policy}, store=2", "k=8, dots_and_reductions_saveable"} <= set(memory)
+    assert {"k=1, reductions_saveable", f"per-step {policy}", f"per-step {policy}, store=2", "per-step dots_and_reductions_saveable"} <= set(memory)
     assert not any(row.differs for row in report.sites[0].rows)
 
 
@@ -159,12 +193,38 @@ def test_configurations_that_lower_to_one_program_compile_once(program: Path, th
     )
     assert original.executable is baseline.executable and original.temp_bytes == baseline.temp_bytes
     assert original.program == baseline.program and original.comparison is None
+    # One program, one compile time: the first compile's, not the second lowering's alone.
+    assert original.compile_s == baseline.compile_s
     assert k1.executable is not baseline.executable and k1.program != baseline.program
     assert measured.compiled_count == 2
     # Once forgotten, an executable is not handed out again: the program compiles anew.
     measured.forget([])
     (again,) = measured.compile_all([((site, ORIGINAL_SCAN),)], threads)
     assert again.executable is not None and again.temp_bytes == baseline.temp_bytes
+
+
+def test_no_program_is_loaded_from_the_persistent_compilation_cache(program: Path, tmp_path_factory):
+    """With the user's persistent compilation cache on, the tuner's warm-up wrote lax.scan's
+    program there and its measured compile loaded it (0.07 s against 0.77 s for the programs
+    beside it): while tuning the cache is off, and after it is as the user set it."""
+    fn, args = load(program, "one_uncached").factory()
+    cache = tmp_path_factory.mktemp("jax-cache")
+    settings = {"jax_compilation_cache_dir": str(cache), "jax_persistent_cache_min_compile_time_secs": 0.0,
+                "jax_persistent_cache_min_entry_size_bytes": 0}  # fmt: skip
+    before = {name: getattr(jax.config, name) for name in settings}
+    try:
+        for name, value in settings.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+        scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0)
+        assert list(cache.iterdir()) == []  # nothing written, so nothing could be loaded
+        assert jax.config.jax_enable_compilation_cache
+        jax.jit(lambda x: x * 3 + 1).lower(jnp.ones(5)).compile()
+        assert list(cache.iterdir()) != []  # the user's cache again
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
 
 
 def test_compiling_several_at_a_time_measures_the_same_programs(program: Path):
@@ -216,7 +276,7 @@ def test_the_runtimes_own_policies_are_tried_on_request(program: Path):
     report = scanrewrite.tune.tune(fn, args, ks=[1], checkpoints=policies, repeats=1, warmup=0,
                                    memory_budget="100x", stores=(2,))  # fmt: skip
     rows = {row.label: row for row in report.sites[0].rows}
-    for label in ("k=1, reductions_saveable", "k=1, dots_and_reductions_saveable", "k=6, dots_and_reductions_saveable"):
+    for label in ("k=1, reductions_saveable", "k=1, dots_and_reductions_saveable", "per-step dots_and_reductions_saveable"):
         assert label in rows and rows[label].error is None and not rows[label].differs, (label, list(rows))
     program.write_text(ATTENTION.replace("CHECKPOINT", "scanrewrite.runtime.reductions_saveable"))
     fn, args = load(program, "attention_written").factory()

@@ -73,6 +73,8 @@ def test_fill_compiles_the_largest_count_the_steepest_rise_says_fits():
     # 0.52 GiB a step: 2 more. Each with the count above it; k = 4 has no stored count to go by.
     found = [Candidate(1, store=7), Candidate(1, store=8), Candidate(16, policy, store=6), Candidate(16, policy, store=7)]
     assert fill(measured, 16, int(6.5 * gib)) == found
+    # Named for what they are: the policy on every step, not k = 16.
+    assert [str(c) for c in fill(measured, 16, int(6.5 * gib))][2:] == [f"per-step {policy}, store={s}" for s in (6, 7)]
     # A count measured over the budget caps the ones tried, as does the last step.
     over = {**measured, Candidate(1, store=8): 7 * gib}
     assert Candidate(1, store=8) not in fill(over, 16, int(6.5 * gib))

@@ -13,6 +13,7 @@ from scanrewrite.tune._select import (
     TuneError,
     ORIGINAL_SCAN,
     candidates,
+    changes,
     choose,
     parse_ks,
     parse_levels,
@@ -83,9 +84,11 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
         with pytest.raises(TuneError, match="stored steps"):
             parse_stores(bad)
     found = spending([1, 2], (1, 8, 16), 16)
+    # Named for what they are, not for a k = 16 nobody asked for.
     assert [str(c) for c in found] == [
-        "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "k=16, store=16",
+        "k=1, store=1", "k=2, store=1", "k=1, store=8", "k=2, store=8", "for-loop program",
     ]
+    assert found[-1] == Candidate(16, store=16) and str(Candidate(16, store=16)) == "k=16, store=16"
     assert spending([1], (1,), None) == []
     assert spending([1], (), 16) == []  # no stored steps, not every step either
     # A rolled policy at every k first; a policy per step, alone and with each stored count,
@@ -94,14 +97,16 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
     found = spending([1, 16], (1, 8), 16, policies, ROLLED_SPENDING_POLICIES)
     assert [str(c) for c in found] == [
         "k=1, reductions_saveable", "k=1, store=1", "k=1, store=8",
-        "k=16, dots_with_no_batch_dims_and_reductions_saveable",
-        "k=16, dots_with_no_batch_dims_and_reductions_saveable, store=1",
-        "k=16, dots_with_no_batch_dims_and_reductions_saveable, store=8",
-        "k=16, dots_and_reductions_saveable", "k=16, dots_and_reductions_saveable, store=1",
-        "k=16, dots_and_reductions_saveable, store=8",
-        "k=16, everything_saveable", "k=16, everything_saveable, store=1", "k=16, everything_saveable, store=8",
-        "k=16, store=16",
+        "per-step dots_with_no_batch_dims_and_reductions_saveable",
+        "per-step dots_with_no_batch_dims_and_reductions_saveable, store=1",
+        "per-step dots_with_no_batch_dims_and_reductions_saveable, store=8",
+        "per-step dots_and_reductions_saveable", "per-step dots_and_reductions_saveable, store=1",
+        "per-step dots_and_reductions_saveable, store=8",
+        "per-step everything_saveable", "per-step everything_saveable, store=1", "per-step everything_saveable, store=8",
+        "for-loop program",
     ]  # fmt: skip
+    # A k = 16 asked for is named so, and is the same candidate.
+    assert str(Candidate(16, "everything_saveable")) == "k=16, everything_saveable" and Candidate(16, "everything_saveable") in found
     assert spending([1], (), 16, policies, ROLLED_SPENDING_POLICIES) == []  # no stored steps: no spending
 
 
@@ -234,6 +239,33 @@ def test_choose(options, limit, pick, reason):
     chosen, why = choose(options, limit)
     assert chosen.candidate.unroll == pick
     assert why == reason
+
+
+def test_a_tie_at_the_same_memory_goes_to_the_setting_closest_to_what_is_written():
+    # Written `unroll=2`; under a budget, store=2 at k = 1, 2 and 4 tie within noise at the same
+    # memory (on the CPU they can be one program). Writing k=2, store=2 changes one setting.
+    noisy = (1.0, 1.1, 1.2, 1.3)
+    stored = [
+        Option(Candidate(k, store=2), Timing(times), 10, changes=changes(Candidate(k, store=2), 2))
+        for k, times in ((1, noisy), (4, (1.05, 1.1, 1.2, 1.3)), (2, (1.1, 1.15, 1.2, 1.3)))
+    ]
+    written = Option(Candidate(2), Timing((2.0, 2.1, 2.2, 2.3)), 30, written=True, changes=0)
+    chosen, why = choose([written, *stored], 20)
+    assert chosen.candidate == Candidate(2, store=2)
+    assert why == "closest to what is written: as fast as k=1, store=2 within noise, at the same memory"
+    # Less memory still wins over closeness; and the fastest stands where it is the closest.
+    less = Option(Candidate(4, store=2), Timing((1.05, 1.1, 1.2, 1.3)), 9, changes=2)
+    assert choose([written, *stored[:1], stored[2], less], 20)[0] is less
+    assert choose([written, stored[2]], 20) == (stored[2], "fastest within the memory budget")
+
+
+def test_changes_counts_the_settings_a_pick_writes():
+    assert changes(Candidate(2), 2) == 0
+    assert changes(Candidate(1), 2) == 1
+    assert changes(Candidate(1), True) == 1 and changes(Candidate(1), 1) == 0
+    assert changes(Candidate(2, "dots_saveable", 2, store=3), 2) == 3
+    assert changes(Candidate(8, "dots_saveable", store=3), 2) == 3
+    assert changes(ORIGINAL_SCAN, 2) == 4
 
 
 def test_choose_with_nothing_that_ran():

@@ -152,10 +152,71 @@ def test_a_candidate_that_computes_other_numbers_is_reported_and_never_written(p
     assert re.search(r"\| k=4 \|.*\| \d\.\de-\d\d \| differs \|", site_table)
     assert re.search(r"\| k=1 \(written\) \|.*\| (0|\d\.\de-\d\d) \| pick \|", site_table)
     assert f"breaks.py:{BROKEN_SITE} (scan, written unroll=1): pick k=1" in result.stderr
+    assert "computes in" not in result.stderr  # a float32 program: the dtype's tolerance alone
     # Every row shows its difference; the verified picks may still be written.
     rows = [row for row in result.stderr.splitlines() if row.startswith("| ") and not row.startswith(("| candidate", "| configuration", "| ---"))]
-    assert len(rows) in (8, 9) and all(re.search(r"\| (0|\d\.\de[-+]\d\d) \| [a-z ]*\|$", row) for row in rows), rows
+    assert len(rows) in (8, 9) and all(re.search(r"\| (0|\d\.\de[-+]\d\d) \| [a-z ]*\| [^|]*\|$", row) for row in rows), rows
     assert "unroll=4" not in "".join(line for line in result.stdout.splitlines() if line.startswith("+") and "broken" in line)
+
+
+#: A bfloat16 computation with float32 outputs (as accelerator users train), whose site computes
+#: a wrong step with k=4: 1.25 times the step's update, a difference bfloat16's rounding cannot make.
+BF16_BREAKS_AT_K4 = '''\
+import jax
+import jax.numpy as jnp
+import scanrewrite.runtime
+from scanrewrite.runtime._override import Site, resolve
+
+
+def step(h, w):
+    scale = 1.25 if resolve(Site.parse((__file__, 14)), unroll=1)["unroll"] == 4 else 1.0
+    a = jax.nn.softmax(h @ w, axis=-1)
+    return jnp.tanh(a @ w.T + h) * jnp.bfloat16(scale), jnp.sum(h.astype(jnp.float32))
+
+
+def loss(ws, h):
+    h, ys = scanrewrite.runtime.scan(step, h, ws, unroll=1)
+    return jnp.sum(h.astype(jnp.float32) ** 2) + jnp.sum(ys)
+
+
+def factory():
+    ws = (jax.random.normal(jax.random.PRNGKey(0), (6, 8, 8)) * 0.5).astype(jnp.bfloat16)
+    h = jax.random.normal(jax.random.PRNGKey(1), (4, 8)).astype(jnp.bfloat16)
+    return jax.value_and_grad(loss, argnums=(0, 1)), (ws, h)
+'''
+
+
+def test_a_bfloat16_program_is_judged_by_its_rounding_and_a_wrong_candidate_still_differs(project: Path):
+    write(project, "bf16.py", BF16_BREAKS_AT_K4)
+    result = invoke("bf16.py:factory", "--ks", "1,4", "--repeats", "1", "--warmup", "0", "--keep-rewrites")
+    assert result.exit_code == 2, result.output
+    header = result.stdout.split("\n\n")[0]
+    assert "the function computes in bfloat16, so a leaf's rtol is at least 2x its largest difference among " in header
+    assert "(the original compiled twice, the checkpointed scan and the for-loop's program at every site)" in header
+    table = result.stdout.split("bf16.py:14 (scan, ")[1].split("\n\n")[0]
+    assert re.search(r"\| k=4 \|.*\| \d\.\de[-+]\d\d \| differs \|", table), table
+    assert re.search(r"\| k=1 \(written\) \|.*\| pick \|", table), table
+    assert re.fullmatch(r"error: bf16\.py:14: k=4 computes different numbers \(max rel diff \d\.\de[-+]\d\d\)",
+                        [line for line in result.stderr.splitlines() if line.startswith("error:")][0])  # fmt: skip
+
+
+def test_the_rounding_of_a_narrow_precision_raises_the_rtol_of_wider_leaves_up_to_that_precision():
+    expected = to_host({"loss": jnp.float32(2.0), "grad": jnp.array([1.0, -3.0], jnp.float32)})
+    rounded = to_host({"loss": jnp.float32(2.02), "grad": jnp.array([1.0, -3.0], jnp.float32)})  # 1e-2 off
+    nan = to_host({"loss": jnp.float32(jnp.nan), "grad": jnp.array([1.0, -3.0], jnp.float32)})
+    far = to_host({"loss": jnp.float32(3.0), "grad": jnp.array([1.0, -3.0], jnp.float32)})  # 0.33 off
+    bf16 = jnp.dtype(jnp.bfloat16)
+    # Twice the largest difference among the programs equal up to rounding, leaf by leaf; a
+    # program with a NaN out of place tells nothing; never more than bfloat16's own rtol.
+    # (The leaves in order: grad, loss.)
+    assert _verify.rounding_of([rounded, expected, nan], expected, bf16) == pytest.approx((0.0, 2e-2))
+    assert _verify.rounding_of([far], expected, bf16) == (0.0, _verify.RTOL["bfloat16"])
+    raised = Tolerance(rounding=(0.0, 2e-2), precision="bfloat16")
+    assert not compare(rounded, expected, Tolerance()).agrees and compare(rounded, expected, raised).agrees
+    assert not compare(far, expected, raised).agrees
+    wrong_grad = to_host({"loss": jnp.float32(2.0), "grad": jnp.array([1.0, -3.001], jnp.float32)})
+    assert not compare(wrong_grad, expected, raised).agrees  # the grad leaf keeps float32's 1e-4
+    assert "computes in bfloat16" in raised.describe() and "raised on 1 of 2 leaves, to at most 2.0e-02" in raised.describe()
 
 
 LONG_SCAN = '''\

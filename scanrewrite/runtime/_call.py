@@ -25,12 +25,13 @@ from scanrewrite.runtime._validate import check_checkpoint, check_store, check_u
 __all__ = ["eqxi_scan", "scan"]
 
 
-def check(settings: dict[str, Any]) -> None:
-    """Raise a `ValueError` naming the first bad setting (`unroll` already not `ORIGINAL`)."""
+def check(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with `store` as a Python int; a `ValueError` naming the first bad setting
+    (`unroll` already not `ORIGINAL`)."""
     check_unroll(settings["unroll"])
     check_checkpoint(settings["checkpoint"])
     _levels.check(settings.get("levels", 1))  # eqxi_scan(kind="lax") has no `levels`
-    check_store(settings.get("store", 0))
+    return {**settings, "store": check_store(settings.get("store", 0))}
 
 
 def _types(tree: Any) -> Any:
@@ -51,7 +52,7 @@ def scan(f: Callable, init: Any, xs: Any, length: Any, reverse: bool, split_tran
     for `record_sites` to give (a per-step checkpoint taken over inside Flax's step)."""
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return jax.lax.scan(f, init, xs, length, reverse, 1, split_transpose)
-    check(settings)
+    settings = check(settings)
     if scan_length(xs, length) == 0:
         return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(settings["unroll"]), split_transpose)
     req = _plan.request("scan", settings, length, reverse, split_transpose, _chunks.layout(), init, xs)

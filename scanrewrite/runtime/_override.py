@@ -322,8 +322,7 @@ def override(
         _levels.check(levels)
         settings.append(("levels", levels))
     if store is not _UNSET:
-        check_store(store)
-        settings.append(("store", store))
+        settings.append(("store", check_store(store)))
     if not settings:
         raise ValueError("override needs `unroll`, `checkpoint` or `levels` (or `store`)")
     if sites is None:

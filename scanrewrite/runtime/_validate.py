@@ -6,6 +6,10 @@ import operator
 from typing import Any
 
 import jax
+import numpy as np
+from jax._src.interpreters import partial_eval as pe
+
+from scanrewrite.runtime._compat import jax_core
 
 
 def scan_length(xs: Any, length: Any) -> int:
@@ -74,15 +78,47 @@ def is_int_at_least(value: Any, least: int) -> bool:
         return False
 
 
-def check_store(store: Any) -> None:
-    """Raise a `ValueError` naming `store` unless it is an int >= 0 (not a bool)."""
+def check_store(store: Any) -> int:
+    """`store` as a Python int; a `ValueError` naming `store` unless it is an int >= 0 (not a
+    bool) known at trace time (a concrete array of one int counts)."""
+    if isinstance(store, jax_core.Tracer):
+        raise ValueError(
+            "`store` must be known at trace time (an int, the steps whose residuals are kept), got a traced "
+            f"value {store!r}: pass it as a static argument"
+        )
     if not is_int_at_least(store, 0):
         raise ValueError(f"`store` must be a non-negative int (the steps whose residuals are kept), got {store!r}")
+    # An array would reach the plan's arithmetic and its cache key as an array.
+    return operator.index(store)
+
+
+#: What a policy may answer (`jax.checkpoint_policies`' offloading ones answer jax's own types).
+_ANSWERS = (bool, np.bool_, pe.SaveableType, pe.RecomputeType, pe.Offloadable)
+#: The operand of the `sin` a policy is asked about: a matrix, as a policy that reads its
+#: operands' shapes (`avals[0].shape[0]`) may expect.
+_OPERAND = jax_core.ShapedArray((2, 2), np.dtype("float32"))
 
 
 def check_checkpoint(checkpoint: Any) -> None:
-    if checkpoint is True or checkpoint is False or callable(checkpoint):
+    """Raise a `ValueError` naming `checkpoint` unless it is True, False or a policy: a callable
+    that, asked about one `sin` as jax asks (`policy(prim, *avals, **params)`), answers whether
+    to keep its output."""
+    if checkpoint is True or checkpoint is False:
         return
-    raise ValueError(
-        f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
-    )
+    if not callable(checkpoint):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy from `jax.checkpoint_policies`, got {checkpoint!r}"
+        )
+    # Checked here, once per call and in microseconds, not deep inside jax's partial evaluation.
+    try:
+        answer = checkpoint(jax.lax.sin_p, _OPERAND, accuracy=None)
+    except Exception as exc:  # noqa: BLE001 - any failure means it is not a policy
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy called as policy(prim, *avals, **params) -> bool, "
+            f"got {checkpoint!r}, which raised {type(exc).__name__} when asked about a sin"
+        ) from None
+    if not isinstance(answer, _ANSWERS):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy called as policy(prim, *avals, **params) -> bool, "
+            f"got {checkpoint!r}, which answered {type(answer).__name__} about a sin"
+        )

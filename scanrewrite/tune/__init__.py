@@ -18,7 +18,8 @@ from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, ORIGINAL_SCAN, 
 
 if TYPE_CHECKING:
     from scanrewrite.tune._report import Row, SiteReport, TuneReport
-    from scanrewrite.tune._tune import Progress, tune
+    from scanrewrite.tune._progress import Progress
+    from scanrewrite.tune._tune import tune
     from scanrewrite.tune._verify import Tolerance
 
 # Imported on first use, so that the `scanrewrite-tune` command (in this package) can print
@@ -27,7 +28,7 @@ _LAZY = {
     "Row": "_report",
     "SiteReport": "_report",
     "TuneReport": "_report",
-    "Progress": "_tune",
+    "Progress": "_progress",
     "tune": "_tune",
     "Tolerance": "_verify",
 }

@@ -36,32 +36,31 @@ INSTALL_HINT = "pip install 'scanrewrite[runtime]'"
 
 
 class _Bar:
-    """`Progress` on stderr through click's progress bar (drawn only on a terminal), or with
-    `lines` a line per step with the seconds since the start: a log of a run cut short then
-    says how far it got, and where the time went."""
+    """`Progress` on stderr through click's progress bar (drawn only on a terminal), a bar per
+    stage, or with `lines` a line per step with the seconds since the start: a log of a run cut
+    short then says how far it got, and where the time went."""
 
     def __init__(self, enabled: bool, lines: bool = False) -> None:
         self.enabled, self.lines = enabled, lines
         self.bar = None
-        self.done, self.total, self.start = 0, 0, time.perf_counter()
+        self.stage, self.done, self.total, self.start = "tuning", 0, 0, time.perf_counter()
 
-    def begin(self, total: int) -> None:
-        if self.lines:
-            self.total = total
-        elif self.bar is not None:  # more steps than first announced
-            self.bar.length = total
-        elif self.enabled:
+    def begin(self, total: int, stage: str = "tuning") -> None:
+        self.close()
+        self.stage, self.done, self.total = stage, 0, total
+        if self.enabled and not self.lines:
             self.bar = click.progressbar(
-                length=total, label="tuning", file=sys.stderr, show_pos=True, item_show_func=lambda item: item
+                length=total, label=stage, file=sys.stderr, show_pos=True, item_show_func=lambda item: item
             )
             self.bar.__enter__()
 
-    def advance(self, label: str) -> None:
+    def advance(self, label: str, steps: int = 1) -> None:
         if self.lines:
-            self.done += 1
-            click.echo(f"tuning {self.done}/{self.total}: {label} ({time.perf_counter() - self.start:.0f} s)", err=True)
+            self.done += steps
+            elapsed = time.perf_counter() - self.start
+            click.echo(f"{self.stage} {self.done}/{self.total}: {label} ({elapsed:.0f} s)", err=True)
         elif self.bar is not None:
-            self.bar.update(1, label)
+            self.bar.update(steps, label)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -1,6 +1,6 @@
 """What the tuner reads from the function's jaxpr, traced with every site as the scan it
-replaced: each site's number of steps, and which site a difference between two traces
-comes from.
+replaced: each site's number of steps, the narrowest float it computes in, and which site a
+difference between two traces comes from.
 
 A site is found by the source of the `scan` equations: jax records the Python frames of
 each equation, innermost first, and the first frame at a site's file and line is that site.
@@ -52,6 +52,26 @@ def scan_lengths(jaxpr: Any, sites: list[Site]) -> dict[Site, int]:
 
     walk(jaxpr.jaxpr)
     return found
+
+
+def narrowest_float(jaxpr: Any) -> np.dtype | None:
+    """The narrowest float dtype of a value a closed jaxpr computes (an equation's output,
+    however deep), or None where it computes no float."""
+    import jax.numpy as jnp
+
+    found: set[np.dtype] = set()
+
+    def walk(inner: Any) -> None:
+        for eqn in inner.eqns:
+            for var in eqn.outvars:
+                dtype = getattr(var.aval, "dtype", None)
+                if dtype is not None and jnp.issubdtype(dtype, jnp.floating):
+                    found.add(np.dtype(dtype))
+            for sub, _ in sub_jaxprs(eqn):
+                walk(sub)
+
+    walk(jaxpr.jaxpr)
+    return min(found, key=lambda dtype: (jnp.finfo(dtype).bits, dtype.name)) if found else None
 
 
 def differing_site(trace: Callable[[], Any], sites: list[Site]) -> Site | None:

@@ -14,11 +14,12 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental.compilation_cache import compilation_cache
 
 import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
@@ -64,6 +65,24 @@ def applied(config: Config | str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def uncached() -> Iterator[None]:
+    """jax's persistent compilation cache off (where the user set one up), then as it was.
+
+    A program found in it loads in a fraction of its compile time: lax.scan's, written there by
+    the tuner's own warm-up compile, measured 0.07 s against 0.77 s for the programs beside it
+    (CPU, `JAX_COMPILATION_CACHE_DIR` set), so the compile column compared loads with compiles.
+    """
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()  # jax reads the setting once, at the first compile it caches
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
+        compilation_cache.reset_cache()
+
+
 def _digest(program: Any) -> str | None:
     """A digest of the text of a lowered or compiled program, or None where there is none."""
     try:
@@ -89,6 +108,9 @@ class Compiled:
     comparison: Comparison | None = None
     #: A digest of the optimized program: equal for configurations that build the same one.
     program: str | None = None
+    #: What the runtime built at each site as this configuration traced it (`record_sites`'
+    #: plans, `_plan.Plan`); none where a site ran the scan it replaced.
+    plans: dict[Site, list[Any]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -153,11 +175,12 @@ class Program:
         Returns the outputs of the first configuration's compilation, on the host (None if
         it failed): a first compilation of the original, for `check_original`."""
         outputs = None
-        for config in configs:
-            with contextlib.suppress(Exception), applied(config):
-                executable = jax.jit(self._call).lower(self.inputs).compile()
-                if outputs is None and config is configs[0]:
-                    outputs = to_host(jax.block_until_ready(executable(self.inputs)))
+        with uncached():  # a program cached now would load, not compile, when measured
+            for config in configs:
+                with contextlib.suppress(Exception), applied(config):
+                    executable = jax.jit(self._call).lower(self.inputs).compile()
+                    if outputs is None and config is configs[0]:
+                        outputs = to_host(jax.block_until_ready(executable(self.inputs)))
         # Otherwise the measured compile would be a cache hit.
         jax.clear_caches()
         return outputs
@@ -185,7 +208,14 @@ class Program:
         Each is traced and lowered in turn (the overrides are global while a program traces),
         then compiled by XLA `threads` at a time: each compile time is then the wall time of one
         compile among several, longer than its own. Configurations that lower to the same
-        program are compiled once."""
+        program are compiled once, and each shows that program's compile time. jax's
+        persistent compilation cache is off meanwhile (`uncached`)."""
+        with uncached():
+            return self._compile_all(configs, threads, done)
+
+    def _compile_all(
+        self, configs: Sequence[Config | str], threads: int, done: Callable[[Compiled], None]
+    ) -> list[Compiled]:
         lowered = {i: self._lower(config) for i, config in enumerate(configs) if not self._settled(config)}
         digests = {i: _digest(low[0]) for i, low in lowered.items() if not isinstance(low, Compiled)}
         first_of: dict[str, int] = {}
@@ -195,15 +225,16 @@ class Program:
         compiling = {i for i in digests if digests[i] is None or first_of.get(digests[i]) == i}
         results = []
         with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
-            futures = {i: pool.submit(self._finish, *lowered[i]) for i in sorted(compiling)}
+            futures = {i: pool.submit(self._finish, *lowered[i][:2]) for i in sorted(compiling)}
             for i, config in enumerate(configs):
                 if i in futures:
                     result = futures[i].result()
+                    result.plans = lowered[i][2]
                     if digests[i] is not None:
                         self._lowerings[digests[i]] = result
                     self._keep(config, result)
                 elif i in digests:
-                    self._keep(config, self._same(digests[i], lower_s=lowered[i][1]))
+                    self._keep(config, replace(self._same(digests[i]), plans=lowered[i][2]))
                 elif i in lowered:
                     self._keep(config, lowered[i])
                 results.append(self._compiled[config])
@@ -214,25 +245,27 @@ class Program:
         known = self._lowerings.get(digest)
         return known is not None and known.settled
 
-    def _same(self, digest: str, lower_s: float) -> Compiled:
+    def _same(self, digest: str) -> Compiled:
         """The result of the configuration compiled before from the program lowered to
-        `digest`, for another that lowered to it in `lower_s` seconds (its compile time)."""
+        `digest`, for another that lowered to it: that program's compile time, not the
+        lowering's alone (a reused program showed 0.08 s beside the 0.75 s of its first
+        compile), so that one program has one compile time in every row."""
         self._reused += 1
-        known = self._lowerings[digest]
-        return replace(known, compile_s=None if known.compile_s is None else lower_s, comparison=None)
+        return replace(self._lowerings[digest], comparison=None)
 
     def _settled(self, config: Config | str) -> bool:
         """Whether `config` is compiled (and not forgotten since), or failed to."""
         known = self._compiled.get(config)
         return known is not None and known.settled
 
-    def _lower(self, config: Config | str) -> tuple[Any, float] | Compiled:
-        """`config` traced and lowered, and the seconds that took; or why it failed."""
+    def _lower(self, config: Config | str) -> tuple[Any, float, dict[Site, list[Any]]] | Compiled:
+        """`config` traced and lowered, the seconds that took, and what the runtime built at
+        each site; or why it failed."""
         try:
-            with applied(config):
+            with applied(config), record_sites() as found:
                 start = time.perf_counter()
                 lowered = jax.jit(self._call).lower(self.inputs)
-                return lowered, time.perf_counter() - start
+                return lowered, time.perf_counter() - start, dict(found.plans)
         except Exception as exc:  # a candidate that fails is reported in its row; others go on
             return Compiled(None, None, None, f"failed to compile: {_one_line(exc)}")
 

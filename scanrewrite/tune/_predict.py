@@ -135,5 +135,6 @@ def fill(measured: Mapping[Candidate, int], length: int, limit: int) -> list[Can
         target = ceiling if rise <= 0 else min(best + int((limit - temps[best]) // rise), ceiling)
         for store in (target, target + 1):
             if best < store <= ceiling:
-                found.append(Candidate(unroll, checkpoint, levels, store=store))
+                whole = length if unroll == length else None  # a policy on every step
+                found.append(Candidate(unroll, checkpoint, levels, store=store, length=whole))
     return found

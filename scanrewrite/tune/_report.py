@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +21,16 @@ def format_diff(comparison: Comparison | None) -> str:
 
 HEADER = (
     "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory | vs lax.scan "
-    "| compile (s) | vs lax.scan | max rel diff | |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    "| compile (s) | vs lax.scan | max rel diff | | the runtime built |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 )
+
+
+def describe_built(plans: Sequence[Any]) -> str:
+    """What the runtime built at a site (`record_sites()`' plans) in its own words, without the
+    reasons: program, chunk size built and asked, layout, checkpoint or policy (with what it
+    keeps), levels, stored steps; several builds (a site traced twice, at two types) joined."""
+    return " / ".join(dict.fromkeys(plan.describe().partition(". Why: ")[0] for plan in plans))
 
 
 def format_bytes(count: int) -> str:
@@ -47,6 +54,9 @@ class Row:
     note: str = ""
     #: Its outputs against the original's (for the baseline: a second compilation's).
     comparison: Comparison | None = None
+    #: What the runtime built at the site (`describe_built`); empty where it built nothing (the
+    #: original scan) or the row is not one site's.
+    built: str = ""
 
     @property
     def differs(self) -> bool:
@@ -56,7 +66,7 @@ class Row:
     def cells(self, baseline: Row) -> str:
         """The row of the table, with ratios to `baseline` (lax.scan at every site)."""
         if self.error is not None:
-            return f"| {self.label} | {self.error} | | | | | | | | {self.note} |"
+            return f"| {self.label} | {self.error} | | | | | | | | {self.note} | {self.built} |"
         ratio = lambda a, b, fmt: "n/a" if a is None or not b else format(a / b, fmt)
         timing, base = self.timing, baseline.timing
         mib = "n/a" if self.temp_bytes is None else format_bytes(self.temp_bytes)
@@ -70,7 +80,8 @@ class Row:
             "n/a" if self.compile_s is None else f"{self.compile_s:.2f}",
             ratio(self.compile_s, baseline.compile_s, ".2f"),
             format_diff(self.comparison),
-            f"{self.note} |",
+            self.note,
+            f"{self.built} |",
         ])
 
 

@@ -10,7 +10,7 @@ import math
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scanrewrite.targets import ALL_POLICIES
 
@@ -44,6 +44,10 @@ class Candidate:
     #: (`store=`). `store` = the scan's length is the for-loop's program (every step
     #: straight-line on an accelerator, nothing checkpointed).
     store: int | None = None
+    #: The site's steps, where a memory budget added the candidate for the whole scan (a policy
+    #: on every step, the for-loop's program): it is named for what it is, not for a k nobody
+    #: asked for. Not part of what the candidate is.
+    length: int | None = field(default=None, compare=False)
 
     @property
     def original(self) -> bool:
@@ -52,13 +56,13 @@ class Candidate:
     def __str__(self) -> str:
         if self.unroll is None:
             return "original scan"
-        parts = [f"k={self.unroll}"]
-        if self.checkpoint == "none":
-            parts.append("checkpoint=False")
-        elif self.checkpoint == "checkpoint":
-            parts.append("checkpoint=True")
-        elif self.checkpoint is not None:
-            parts.append(self.checkpoint)
+        if self.length is not None and self.store == self.length:
+            return "for-loop program"
+        mode = {"none": "checkpoint=False", "checkpoint": "checkpoint=True"}.get(self.checkpoint, self.checkpoint)
+        if self.length is not None and self.unroll == self.length and mode is not None:
+            parts = [f"per-step {mode}"]
+        else:
+            parts = [f"k={self.unroll}", *([mode] if mode is not None else [])]
         if self.levels is not None:
             parts.append(f"levels={self.levels}")
         if self.store:
@@ -138,8 +142,9 @@ def spending(
     found = [Candidate(k, policy) for policy in dict.fromkeys(rolled) for k in ks]
     found += [Candidate(k, store=s) for s in counts for k in ks]
     for policy in dict.fromkeys(policies):
-        found += [Candidate(length, policy), *(Candidate(length, policy, store=s) for s in counts)]
-    return found + [Candidate(length, store=length)]
+        found += [Candidate(length, policy, length=length)]
+        found += [Candidate(length, policy, store=s, length=length) for s in counts]
+    return found + [Candidate(length, store=length, length=length)]
 
 
 def default_stores(length: int | None) -> tuple[int, ...]:
@@ -301,6 +306,29 @@ class Option:
     written: bool = False
     #: A digest of its optimized program (`Compiled.program`), if known.
     program: str | None = None
+    #: How many of the call's settings writing it back changes (`changes`); None: none if it
+    #: is `written`, else one.
+    changes: int | None = None
+
+    @property
+    def distance(self) -> int:
+        """How far it is from what the source says: 0 for the written setting."""
+        if self.changes is not None:
+            return self.changes
+        return 0 if self.written else 1
+
+
+def changes(candidate: Candidate, unroll: object) -> int:
+    """How many of a call's settings (`unroll`, `checkpoint`, `levels`, `store`) writing
+    `candidate` back changes, the call having written `unroll`; the original scan changes all."""
+    if candidate.original:
+        return 4
+    return sum([
+        candidate.unroll != unroll or isinstance(unroll, bool),
+        candidate.checkpoint is not None,
+        candidate.levels is not None,
+        candidate.store is not None,
+    ])
 
 
 #: The reason given when no candidate fits the memory budget.
@@ -314,8 +342,8 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     step time) of those whose temp memory fits `limit`; then, among those within the measured
     noise of it (the larger of the two spreads) or compiled to the same program: the original
     scan if it is one of them (the rewrite keeps only what helps: speed, or the memory the
-    budget needs), else the one with the least temp memory (ties: the written setting, which
-    needs no change, then the faster).
+    budget needs), else the one with the least temp memory (ties: the one closest to the
+    written setting, which changes fewest of the call's settings, then the faster).
     The written setting also stands wherever it compiles to the same program as the pick.
     If none fits the budget, the one with the least memory, said so in the reason. None if no
     candidate ran and agreed.
@@ -342,7 +370,7 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
         how = "the same program as" if same else "as fast as"
         return original, f"{how} {fastest.candidate}{'' if same else ' within noise'}: the rewrite does not help here"
     memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
-    best = min(ties, key=lambda o: (memory(o), not o.written, o.timing.median))
+    best = min(ties, key=lambda o: (memory(o), o.distance, o.timing.median))
     written = next((o for o in fits if o.written), None)
     if written not in (None, best) and written.program is not None and written.program == best.program:
         return written, f"as written: the same program as {best.candidate}"
@@ -352,4 +380,6 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
         return best, " ".join(filter(None, ["fastest", within]))
     if best.written and memory(best) == memory(fastest):
         return best, f"as written: as fast as {fastest.candidate} within noise, at the same memory"
+    if best.distance < fastest.distance and memory(best) == memory(fastest):
+        return best, f"closest to what is written: as fast as {fastest.candidate} within noise, at the same memory"
     return best, f"less memory than {fastest.candidate} at the same speed within noise"

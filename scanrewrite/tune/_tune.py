@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from scanrewrite.runtime._override import Site
 from scanrewrite.targets import ALL_POLICIES, TARGETS
-from scanrewrite.tune._jaxpr import differing_site, scan_lengths
+from scanrewrite.tune import _rounding
+from scanrewrite.tune._jaxpr import differing_site, narrowest_float, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
 from scanrewrite.tune._predict import anchor, bases, fill, prune
-from scanrewrite.tune._report import Row, SiteReport, TuneReport
+from scanrewrite.tune._progress import Progress, Silent, Steps, planned_steps
+from scanrewrite.tune._report import Row, SiteReport, TuneReport, describe_built
 from scanrewrite.tune._select import (
     DEFAULT_KS,
     DEFAULT_LEVELS,
@@ -25,6 +28,7 @@ from scanrewrite.tune._select import (
     Option,
     TuneError,
     candidates,
+    changes,
     choose,
     default_stores,
     parse_ks,
@@ -35,22 +39,6 @@ from scanrewrite.tune._select import (
     spending_policies,
 )
 from scanrewrite.tune._verify import Tolerance
-
-
-class Progress(Protocol):
-    """Told the number of steps once, then each step as it ends (a compile or a timed round)."""
-
-    def begin(self, total: int) -> None: ...
-
-    def advance(self, label: str) -> None: ...
-
-
-class _Silent:
-    def begin(self, total: int) -> None:
-        pass
-
-    def advance(self, label: str) -> None:
-        pass
 
 
 #: The API each runtime function replaces, by the name `record_sites` gives it.
@@ -139,8 +127,10 @@ def tune(
         More cut the tuner's wall time where compiling dominates (straight-line programs on an
         accelerator), and make each reported compile time that of one among several.
     - `rtol`, `atol`: the tolerance within which outputs count as the original's, for every
-        float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`).
-    - `progress`: told the number of steps, then each step (see `Progress`).
+        float leaf; None takes each dtype's default (see `scanrewrite.tune._verify`), raised
+        where `fn` computes in a float narrower than 32 bits to what rounding moves each leaf
+        by (see `scanrewrite.tune._rounding`).
+    - `progress`: told the number of steps of each stage, then each step (see `Progress`).
 
     **Returns:**
 
@@ -150,7 +140,8 @@ def tune(
     their picks, the sites after what they wrote. Each site's pick is the fastest candidate
     (median step time) within the budget; among those within the measured noise of it, the
     original scan if it is one (the rewrite stays only where it helps), else the one with
-    less temp memory. The picks are then measured once more together. A candidate that fails
+    less temp memory, then the one closest to the setting written (`_select.changes`). The
+    picks are then measured once more together. A candidate that fails
     to compile or run, or whose outputs (values and whatever else `fn` returns, gradients
     included) differ from the original's, is reported in its row (and in `errors` or
     `differing`) and not picked.
@@ -160,7 +151,7 @@ def tune(
     checked; the site is named where the jaxprs tell it).
     """
     started = time.perf_counter()
-    progress = progress or _Silent()
+    progress = progress or Silent()
     ks = parse_ks(list(ks))
     store_counts = parse_stores(stores)
     checkpoints = parse_policies(checkpoints)
@@ -187,7 +178,12 @@ def tune(
             "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
             "or map); rewrite its scans with `scanrewrite` first"
         )
-    lengths = scan_lengths(program.jaxpr(BASELINE), list(found)) if levels or budget else {}
+    jaxpr = program.jaxpr(BASELINE) if levels or budget or rtol is None else None
+    lengths = scan_lengths(jaxpr, list(found)) if jaxpr is not None else {}
+    precision = narrowest_float(jaxpr) if rtol is None and jaxpr is not None else None
+    # Rounding in a narrow float moves an output's last bits by more than its own dtype's rtol.
+    narrow = precision is not None and jnp.finfo(precision).bits < 32
+    references = _rounding.references(calls, lengths) if narrow else []
     spend: dict[Site, list[Candidate]] = {}
     tried = {}
     for site, settings in found.items():
@@ -207,8 +203,8 @@ def tune(
             counts = default_stores(length) if store_counts is None else store_counts
             found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
             spend[site] = [c for c in found_spending if c not in tried[site]]
-    total = 2 + sum(map(len, tried.values())) + sum(map(len, spend.values())) + (len(found) + 1) * repeats
-    progress.begin(total)
+    plan = lambda site: planned_steps(tried[site], spend.get(site, ()), repeats, lengths.get(site))
+    progress.begin(2 + len(references) + sum(map(plan, found)), "tuning")
 
     # With several compiles at a time each compile time is one among several anyway, so only the
     # original is warmed up (its first compilation is also the check that it is deterministic),
@@ -227,6 +223,12 @@ def tune(
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
             "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
         )
+    if references:
+        names = iter(["checkpointed scan at every site", "for-loop's program at every site"])
+        spread = _rounding.measure(
+            program, references, first, precision, compile_threads, lambda _: progress.advance(f"rounding: {next(names)}")
+        )
+        program.tolerance = Tolerance(rtol, atol, spread, precision.name)
     stats = jax.devices()[0].memory_stats() or {}  # None on the CPU
     limit = budget.limit(baseline.temp_bytes, stats.get("bytes_limit")) if budget else None
     picks: dict[Site, Candidate] = {}
@@ -234,18 +236,19 @@ def tune(
     errors: dict[Site, list[tuple[Site, str]]] = {}
     differing: dict[Site, list[Row]] = {}
 
-    def tune_site(site: Site, settings: Mapping[str, Any]) -> SiteReport:
+    def tune_site(site: Site, settings: Mapping[str, Any], steps: Steps) -> SiteReport:
         """One site's round: each candidate compiled with the other sites held at their picks
         (or as written), all timed interleaved with lax.scan at every site; the pick."""
         held = {other: picks[other] for other in found if other != site and other in picks}
         compiled: list[tuple[Candidate, Compiled]] = []
+        where = f"{os.path.basename(site.path)}:{site.line}"
 
         def compile_these(candidates: Sequence[Candidate]) -> None:
             names = iter(candidates)
             results = program.compile_all(
                 [_config({**held, site: candidate}, found) for candidate in candidates],
                 compile_threads,
-                lambda _: progress.advance(f"{os.path.basename(site.path)}:{site.line} {next(names)}"),
+                lambda _: steps.advance(f"{where} {next(names)}"),
             )
             compiled.extend(zip(candidates, results))
 
@@ -261,7 +264,9 @@ def tune(
         compile_these([*tried[site], *starts])
         skipped: dict[Candidate, str] = {}
         if spends:
-            chosen, skipped = prune(spend[site], measured(), lengths[site], limit)
+            # A start that failed to compile is not predicted again.
+            done = {c for c, _ in compiled}
+            chosen, skipped = prune([c for c in spend[site] if c not in done], measured(), lengths[site], limit)
             compile_these(chosen)
             if store_counts is None:
                 done = {c for c, _ in compiled}  # a count that failed to compile is not measured
@@ -269,12 +274,9 @@ def tune(
                 spend[site] += [c for c in filling if c not in spend[site]]
                 for candidate in filling:
                     skipped.pop(candidate, None)
-                counts["total"] += len(filling)
-                progress.begin(counts["total"])
                 compile_these(filling)
             for _ in skipped:
-                progress.advance(f"{os.path.basename(site.path)}:{site.line} predicted")
-            counts["skipped"] += len(skipped)
+                steps.advance(f"{where} predicted")
         # A program that spends memory is timed only where it fits (straight-line programs
         # over the budget may not even run), unless nothing does.
         fits = any(r.error is None and r.temp_bytes is not None and r.temp_bytes <= limit for _, r in compiled) if limit else False
@@ -285,7 +287,7 @@ def tune(
         ok = [result for _, result in compiled if result.error is None and id(result) not in over]
         timings = program.time(
             [baseline, *ok], repeats, warmup,
-            lambda: progress.advance(f"timing {os.path.basename(site.path)}:{site.line}"),
+            lambda: steps.advance(f"timing {where}"),
         )
         if isinstance(timings[0], str):
             raise TuneError(f"the function with every site as lax.scan {timings[0]}")
@@ -293,8 +295,12 @@ def tune(
         rows, options, errors[site], differing[site] = [], [], [], []
         row_of: list[Row] = []  # the row of each option
         for candidate, result in compiled:
+            built = describe_built(result.plans.get(site, ()))
             if id(result) in over:
-                rows.append(Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed"))
+                rows.append(Row(
+                    str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed",
+                    built=built,
+                ))  # fmt: skip
                 continue
             timing = timing_of.get(id(result))
             error = result.error or (timing if isinstance(timing, str) else None)
@@ -302,7 +308,10 @@ def tune(
                 errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
             label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
-            row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison)
+            row = Row(
+                label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison,
+                built=built,
+            )
             written = _written(candidate, settings)
             if written:
                 row.label += " (written)"
@@ -315,7 +324,8 @@ def tune(
             row_of.append(row)
             options.append(
                 Option(
-                    candidate, timing, result.temp_bytes, error, differs=row.differs, written=written, program=result.program
+                    candidate, timing, result.temp_bytes, error, differs=row.differs, written=written,
+                    program=result.program, changes=changes(candidate, settings.get("unroll")),
                 )
             )
         rows += [Row(str(candidate), candidate, note=why) for candidate, why in skipped.items()]
@@ -328,26 +338,27 @@ def tune(
             comparison=baseline.comparison,
         )
         program.forget([BASELINE, (), _config(picks, found)])
+        steps.finish(f"{where} done")
         return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
 
-    counts = {"skipped": 0, "total": total}
     for site, settings in found.items():
-        reports[site] = tune_site(site, settings)
+        reports[site] = tune_site(site, settings, Steps(progress, plan(site)))
     # A site tuned early was held to the budget with the sites after it still as written; if
     # nothing fitted then, it took the least memory. Now that every site has its pick, it is
     # tuned once more (configurations already compiled are not compiled again).
     again = [site for site, report in reports.items() if report.over_budget and len(found) > 1]
     if again:
-        progress.begin(counts["total"] + sum(len(tried[site]) + repeats for site in again))
+        progress.begin(sum(map(plan, again)), "tuning again")
     for site in again:
-        reports[site] = tune_site(site, found[site])
+        reports[site] = tune_site(site, found[site], Steps(progress, plan(site)))
         reports[site].reason += "; tuned again with every other site at its pick"
     errors_flat = [error for site in found for error in errors[site]]
 
     final = _config(picks, found)
     whole_configs = [BASELINE, ()] + ([final] if final != () else [])
     entries = [program.compile(config) for config in whole_configs]
-    timings = program.time(entries, repeats, warmup, lambda: progress.advance("whole program"))
+    progress.begin(repeats, "whole program")
+    timings = program.time(entries, repeats, warmup, lambda: progress.advance("timing every site at its pick"))
     labels = ["lax.scan at every site", "as written", "every site at its pick"]
     if final == ():
         labels[1] = "as written = every site at its pick"
@@ -360,11 +371,12 @@ def tune(
     differing_flat: list[tuple[Site | None, Row]] = [(site, row) for site in found for row in differing[site]]
     differing_flat += [(None, row) for row in whole[1:] if row.differs]
     device = jax.devices()[0]
+    not_compiled = sum(row.note.startswith("not compiled") for report in reports.values() for row in report.rows)
     return TuneReport(
         list(reports.values()), whole, budget, limit, repeats, warmup,
         f"{device.platform} ({device.device_kind}), jax {jax.__version__}", errors_flat,
         differing_flat, program.tolerance, picks_agree=not whole[-1].differs,
-        wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=counts["skipped"],
+        wall_s=time.perf_counter() - started, compiled=program.compiled_count, not_compiled=not_compiled,
         compile_threads=compile_threads,
     )
 

@@ -28,15 +28,32 @@ RTOL = {"float64": 1e-9, "complex128": 1e-9, "float32": 1e-4, "complex64": 1e-4,
 FALLBACK_RTOL = 1e-1
 
 
+#: How many times the largest difference among programs equal up to rounding a candidate may
+#: differ by (`Tolerance.rounding`): a few samples of rounding are not its worst case.
+ROUNDING_FACTOR = 2.0
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """`rtol` and `atol` for every float leaf; None takes each dtype's default."""
+    """`rtol` and `atol` for every float leaf; None takes each dtype's default.
+
+    With `rounding`, a leaf's rtol is at least its entry there: what rounding in the precision
+    the function computes in (`precision`, narrower than the leaf's own dtype) moves it by.
+    """
 
     rtol: float | None = None
     atol: float | None = None
+    #: Per leaf of the outputs, `ROUNDING_FACTOR` times the largest relative difference among
+    #: programs equal to the original up to rounding, at most `precision`'s rtol (`rounding`).
+    rounding: tuple[float, ...] | None = None
+    #: The narrowest float dtype the function computes in, by name, where `rounding` is measured.
+    precision: str | None = None
 
-    def of(self, dtype: np.dtype) -> tuple[float, float]:
+    def of(self, dtype: np.dtype, index: int | None = None) -> tuple[float, float]:
+        """(rtol, atol) of a leaf of `dtype`, the `index`-th of the outputs."""
         rtol = RTOL.get(dtype.name, FALLBACK_RTOL) if self.rtol is None else self.rtol
+        if self.rounding is not None and index is not None and index < len(self.rounding):
+            rtol = max(rtol, self.rounding[index])
         atol = float(jnp.finfo(dtype).tiny) if self.atol is None else self.atol
         return rtol, atol
 
@@ -44,7 +61,38 @@ class Tolerance:
         """The tolerance in words, for the report's heading."""
         rtol = "by dtype (float32 1e-4, float64 1e-9, ...)" if self.rtol is None else f"{self.rtol:g}"
         atol = "the dtype's smallest normal" if self.atol is None else f"{self.atol:g}"
-        return f"rtol {rtol}, atol {atol}"
+        text = f"rtol {rtol}, atol {atol}"
+        if self.rounding is None:
+            return text
+        raised = [value for value in self.rounding if value > 0]
+        how = "which raised none"
+        if raised:
+            how = f"raised on {len(raised)} of {len(self.rounding)} leaves, to at most {max(raised):.1e}"
+        return (
+            f"{text}; the function computes in {self.precision}, so a leaf's rtol is at least {ROUNDING_FACTOR:g}x "
+            "its largest difference among programs equal up to rounding (the original compiled twice, the "
+            f"checkpointed scan and the for-loop's program at every site), at most {self.precision}'s "
+            f"{RTOL.get(str(self.precision), FALLBACK_RTOL):g} ({how})"
+        )
+
+
+def rounding_of(
+    outputs: list[tuple[Any, list[Any]]], expected: tuple[Any, list[Any]], precision: np.dtype
+) -> tuple[float, ...]:
+    """Per leaf of `expected` (the original's outputs), `ROUNDING_FACTOR` times the largest
+    relative difference of `outputs` (of programs equal to it up to rounding) from it, at most
+    `precision`'s rtol: a program whose structure, NaNs or infinities differ tells nothing of
+    rounding and is left out, and a difference larger than the precision can make is not
+    rounding."""
+    cap = RTOL.get(precision.name, FALLBACK_RTOL)
+    largest = [0.0] * len(expected[1])
+    for tree, leaves in outputs:
+        if tree != expected[0] or len(leaves) != len(largest):
+            continue
+        diffs = [_leaf(a, e, Tolerance())[0] for a, e in zip(leaves, expected[1])]
+        if all(math.isfinite(d) for d in diffs):
+            largest = [max(x, d) for x, d in zip(largest, diffs)]
+    return tuple(min(ROUNDING_FACTOR * x, cap) for x in largest)
 
 
 @dataclass(frozen=True)
@@ -74,8 +122,8 @@ def compare(actual: tuple[Any, list[Any]], expected: tuple[Any, list[Any]], tole
     if actual_tree != expected_tree or len(actual_leaves) != len(expected_leaves):
         return Comparison(math.inf, False)
     worst, agrees = 0.0, True
-    for a, e in zip(actual_leaves, expected_leaves):
-        diff, ok = _leaf(a, e, tolerance)
+    for index, (a, e) in enumerate(zip(actual_leaves, expected_leaves)):
+        diff, ok = _leaf(a, e, tolerance, index)
         worst, agrees = max(worst, diff), agrees and ok
     return Comparison(worst, agrees)
 
@@ -86,7 +134,7 @@ def compare(actual: tuple[Any, list[Any]], expected: tuple[Any, list[Any]], tole
 DEVICE_ELEMENTS = 2**20
 
 
-def _leaf(a: Any, e: Any, tolerance: Tolerance) -> tuple[float, bool]:
+def _leaf(a: Any, e: Any, tolerance: Tolerance, index: int | None = None) -> tuple[float, bool]:
     """(normwise relative difference, whether it is within the tolerance) of one leaf."""
     if a.shape != e.shape or a.dtype != e.dtype:
         return math.inf, False
@@ -98,7 +146,7 @@ def _leaf(a: Any, e: Any, tolerance: Tolerance) -> tuple[float, bool]:
         return (0.0, True) if equal else (diff / scale if scale else math.inf, False)
     if misplaced:
         return math.inf, False
-    rtol, atol = tolerance.of(np.dtype(a.dtype))
+    rtol, atol = tolerance.of(np.dtype(a.dtype), index)
     rel = 0.0 if diff == 0 else (diff / scale if scale else math.inf)
     return rel, diff <= atol + rtol * scale
 

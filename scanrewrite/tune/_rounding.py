@@ -1,0 +1,53 @@
+"""The rounding a function's own precision makes, measured on programs equal to it up to rounding.
+
+A bfloat16 computation with float32 outputs (a loss, gradients accumulated in float32) rounds
+its last bits otherwise in every program that reorders it. Judged at float32's 1e-4, a
+candidate that only reorders looks wrong: on a TPU v5e a bfloat16 stack's fastest program that
+fit was rejected at 1.4e-2 from the original while the pick itself was 1.3e-2 from it. So where
+the function computes in a float narrower than 32 bits, each output's rtol is raised to
+`_verify.ROUNDING_FACTOR` times the largest difference among programs that differ from the
+original by rounding alone: the original compiled a second time (the warm-up's), the
+checkpointed scan at every site (`unroll=1, checkpoint=True`), and the for-loop's program at
+every `scan` site (every step stored); never beyond the narrow float's own rtol, so a
+difference rounding cannot make still is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scanrewrite.runtime import Site
+from scanrewrite.runtime._override import Call
+from scanrewrite.tune._measure import Compiled, Config, Program
+from scanrewrite.tune._select import ORIGINAL_SCAN, Candidate
+from scanrewrite.tune._verify import rounding_of, to_host
+
+
+def references(calls: Mapping[Site, Call], lengths: Mapping[Site, int]) -> list[Config]:
+    """The configurations equal to the original up to rounding: the checkpointed scan at every
+    site, and where there is a `scan` site of known length, the for-loop's program there."""
+    sites = sorted(calls)
+    # equinox's scan takes no `checkpoint`: `kind="lax"` checkpoints each chunk.
+    checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else "checkpoint")) for site in sites)
+    loops = {site: Candidate(lengths[site], store=lengths[site]) for site in sites
+             if calls[site].api == "scan" and lengths.get(site)}  # fmt: skip
+    if not loops:
+        return [checkpointed]
+    return [checkpointed, tuple((site, loops.get(site, ORIGINAL_SCAN)) for site in sites)]
+
+
+def measure(
+    program: Program, configs: list[Config], first: Any | None, precision: Any, threads: int,
+    done: Callable[[Compiled], None],
+) -> tuple[float, ...]:  # fmt: skip
+    """The raised rtol of each output leaf (`_verify.rounding_of`) from `configs` (compiled
+    and run once each; one that fails is left out) and `first`, the original's warm-up outputs."""
+    outputs = [] if first is None else [first]
+    for compiled in program.compile_all(configs, threads, done):
+        if compiled.error is None:
+            try:
+                outputs.append(to_host(program.run(compiled)))
+            except Exception:  # noqa: BLE001 - a reference that fails to run tells nothing of rounding
+                pass
+    return rounding_of(outputs, program.reference, precision)
