@@ -128,23 +128,25 @@ def test_same_program_with_stored_steps(case):
     assert assert_flax_close(actual, expected) > 10
 
 
-def test_remat_blocks_keep_their_reductions_on_accelerators():
-    """On the accelerators' layout the default of `checkpoint=True` (the rewrite's) reaches a
-    scan over `nnx.remat` blocks: their BatchNorm's sums are kept, and the step is Flax's own."""
+def test_plain_blocks_keep_their_reductions_on_accelerators_and_remat_blocks_nothing():
+    """On the accelerators' layout the default of `checkpoint=True` (the rewrite's) reaches
+    Flax's scan: over plain blocks their BatchNorm's sums are kept; over `nnx.remat` blocks the
+    user's remat keeps what it says, nothing. Either way the step is Flax's own."""
     from scanrewrite.runtime import _chunks, _policies
 
-    expected = program(nnx.scan, remat=True, jit=True)
-    saved = _chunks._FORCE_LAYOUT
-    _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
-    try:
-        with runtime.record_sites() as sites:
-            actual = program(rewritten(3), remat=True, jit=True)
-    finally:
-        _chunks._FORCE_LAYOUT = saved
-    assert assert_flax_close(actual, expected) > 10
-    built = {plan.checkpoint for plans in sites.plans.values() for plan in plans}
-    assert built <= {runtime.reductions_saveable, _policies.with_maxima(runtime.reductions_saveable)}, built
-    assert built
+    kept = {runtime.reductions_saveable, _policies.with_maxima(runtime.reductions_saveable)}
+    for remat, expected_built in ((False, kept), (True, {True})):
+        expected = program(nnx.scan, remat=remat, jit=True)
+        saved = _chunks._FORCE_LAYOUT
+        _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
+        try:
+            with runtime.record_sites() as sites:
+                actual = program(rewritten(3), remat=remat, jit=True)
+        finally:
+            _chunks._FORCE_LAYOUT = saved
+        assert assert_flax_close(actual, expected) > 10
+        built = {plan.checkpoint for plans in sites.plans.values() for plan in plans}
+        assert built and built <= expected_built, (remat, built)
 
 
 def test_wrong_variant_rejected():
