@@ -58,7 +58,6 @@ ATTACKS = {
     "where-m-m": lambda h, m: h * (h == jnp.where(h > 0, m, m)),
     "concatenated": lambda h, m: h * (h == jnp.concatenate([m, m, m, m], -1)),
     "padded": lambda h, m: h * (h[:, :1] == jnp.pad(m, ((0, 0), (0, 1)))[:, :1]),
-    "barrier": lambda h, m: h * (h == jax.lax.optimization_barrier(m)),
     "half-tie": lambda h, m: jnp.maximum(h / 2, m / 2),
     "exp-tie": lambda h, m: jnp.where(jnp.exp(h - m) >= 1.0, h, 0.0),
     "floor": lambda h, m: jnp.floor(h - m) * h,
@@ -106,6 +105,8 @@ def closed_over(c):
     return step
 
 
+if hasattr(jax.lax, "optimization_barrier"):  # jax 0.4.31 has none
+    ATTACKS["barrier"] = lambda h, m: h * (h == jax.lax.optimization_barrier(m))
 STEPS = {name: with_extreme(g) for name, g in ATTACKS.items()}
 STEPS.update({"differentiated": differentiated, "carried": carried, "custom-vjp": custom_vjp_step})
 

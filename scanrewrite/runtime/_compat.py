@@ -19,7 +19,7 @@ from jax._src import core as jax_core
 from jax._src.interpreters import batching
 
 __all__ = [
-    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "bind_equation", "current_trace", "enable_x64", "is_eval_trace", "jax_core",
+    "INLINE", "ClosedJaxpr", "Jaxpr", "bare_jaxpr", "bind_equation", "current_trace", "scan_counts", "enable_x64", "is_eval_trace", "jax_core",
     "lax_unroll", "leading_slice", "make_user_context", "sub_jaxprs", "trace_of", "trace_past_vmap", "typeof",
 ]  # fmt: skip
 
@@ -58,6 +58,17 @@ def bind_equation(eqn: Any, args: Any) -> list[Any]:
     with eqn.ctx.manager if hasattr(eqn, "ctx") else contextlib.nullcontext():
         out = eqn.primitive.bind(*subfuns, *args, **params)
     return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def scan_counts(eqn: Any) -> tuple[int, int]:
+    """(constants, carry leaves) among the inputs of a `scan` equation, the rest being `xs`.
+
+    Older jax gives the counts as parameters; newer jax (0.12) a flat tree of the three groups
+    (`ft_in`), having moved a carry leaf the loop never changes among the constants."""
+    if "num_consts" in eqn.params:
+        return eqn.params["num_consts"], eqn.params["num_carry"]
+    consts, carry, _ = eqn.params["ft_in"].unpack()
+    return len(list(consts)), len(list(carry))
 
 
 # jax.core.get_aval was deprecated in jax 0.8.2 and removed in 0.10.0; jax.typeof replaces it.

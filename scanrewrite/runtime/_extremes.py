@@ -58,7 +58,7 @@ _CONTINUOUS = frozenset(
      "expand_dims", "transpose", "copy", "copy_p", "concatenate", "pad", "slice", "split", "rev",
      "reduce_precision", "optimization_barrier", "stop_gradient", "real", "imag", "conj", "complex",
      "convert_element_type", "device_put", "sharding_constraint", "mesh_cast", "reshard", "pvary", "psum",
-     "all_gather", "ppermute", "all_to_all"}
+     "all_gather", "ppermute", "all_to_all", "one_minus_square", "fma", "fmuladd", "expm1"}
 )  # fmt: skip
 #: Continuous in some operands, not in the others (a predicate, an index), by position.
 _DISCRETE_OPERANDS = {
@@ -71,7 +71,7 @@ _DISCRETE_OPERANDS = {
     "scatter": lambda n: range(1, 2),
 }
 #: Singular where their operand (the divisor of `div`, the base of `pow`) is zero or less.
-_SINGULAR = {"div": 1, "log": 0, "log1p": 0, "sqrt": 0, "rsqrt": 0, "cbrt": 0, "pow": 0}
+_SINGULAR = {"div": 1, "log": 0, "log2": 0, "log1p": 0, "sqrt": 0, "rsqrt": 0, "cbrt": 0, "pow": 0}
 #: Primitives that call a jaxpr on their operands once, looked into. In a `jvp_jaxpr` a
 #: `custom_jvp_call` left is the primal half of one whose rule is already spelled out beside it.
 _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "checkpoint", "remat", "remat2", "custom_jvp_call"})

@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 
 from scanrewrite.runtime import _levels, _trace
+from scanrewrite.runtime._compat import scan_counts
 
 
 class StepBytes(NamedTuple):
@@ -190,7 +191,7 @@ def _scan_residuals(eqn: Any, varying: set, tangent: set) -> set:
     a value of its own at each of its steps (`_Stacked`), and of its inputs those that vary
     (a slice kept keeps the whole `xs`)."""
     inner = eqn.params["jaxpr"].jaxpr
-    n_consts, n_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    n_consts, n_carry = scan_counts(eqn)
     outer = {i: v for i, v in zip(inner.invars, eqn.invars) if not hasattr(v, "val")}
     looped = inner.invars[n_consts:]
     inner_tangent = {i for i, v in outer.items() if v in tangent}
