@@ -113,7 +113,7 @@ def step(h, w):
 
 
 def broken_step(h, w):
-    scale = 1.5 if resolve(Site.parse((__file__, 18)), unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.5 if resolve(Site.parse((__file__, 18)), "scan", unroll=1)["unroll"] == 4 else 1.0
     return jnp.tanh(h @ w) * scale, jnp.sum(h)
 
 
@@ -169,7 +169,7 @@ from scanrewrite.runtime._override import Site, resolve
 
 
 def step(h, w):
-    scale = 1.25 if resolve(Site.parse((__file__, 14)), unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.25 if resolve(Site.parse((__file__, 14)), "scan", unroll=1)["unroll"] == 4 else 1.0
     a = jax.nn.softmax(h @ w, axis=-1)
     return jnp.tanh(a @ w.T + h) * jnp.bfloat16(scale), jnp.sum(h.astype(jnp.float32))
 
@@ -287,7 +287,7 @@ def pause():
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 23)), unroll=1)["unroll"] is not ORIGINAL:
+    if resolve(Site.parse((__file__, 23)), "scan", unroll=1)["unroll"] is not ORIGINAL:
         h = h + jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32))
     return h * x, h
 
