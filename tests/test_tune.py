@@ -64,7 +64,7 @@ from scanrewrite.runtime._override import Site, resolve
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 13)), "scan", unroll=1)["unroll"] == 8:
+    if resolve(Site.parse((__file__, 13)), api="scan", unroll=1)["unroll"] == 8:
         raise ValueError("too many steps traced at once")
     return h * x, h
 

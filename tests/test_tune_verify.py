@@ -116,7 +116,7 @@ def step(h, w):
 
 
 def broken_step(h, w):
-    scale = 1.5 if resolve(Site.parse((__file__, 18)), "scan", unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.5 if resolve(Site.parse((__file__, 18)), api="scan", unroll=1)["unroll"] == 4 else 1.0
     return jnp.tanh(h @ w) * scale, jnp.sum(h)
 
 
@@ -172,7 +172,7 @@ from scanrewrite.runtime._override import Site, resolve
 
 
 def step(h, w):
-    scale = 1.25 if resolve(Site.parse((__file__, 14)), "scan", unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.25 if resolve(Site.parse((__file__, 14)), api="scan", unroll=1)["unroll"] == 4 else 1.0
     a = jax.nn.softmax(h @ w, axis=-1)
     return jnp.tanh(a @ w.T + h) * jnp.bfloat16(scale), jnp.sum(h.astype(jnp.float32))
 
@@ -298,7 +298,7 @@ def pause():
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 23)), "scan", unroll=1)["unroll"] is not ORIGINAL:
+    if resolve(Site.parse((__file__, 23)), api="scan", unroll=1)["unroll"] is not ORIGINAL:
         h = h + jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32))
     return h * x, h
 

@@ -31,7 +31,7 @@ def _scan_for(site: _override.Site | None, api: str, unroll: Any, checkpoint: An
     def scan(f, init, xs=None, length=None, reverse=False, unroll_=1, _split_transpose=False, **kwargs):
         # Flax passes its own `unroll` (by keyword): the rewrite's `unroll` is the one that counts.
         del unroll_, kwargs
-        settings = _override.resolve(site, api, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+        settings = _override.resolve(site, api=api, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
         note = None
         if settings["checkpoint"] is not False and settings["unroll"] is not _override.ORIGINAL:
             f, policy = absorb(f, init, xs)

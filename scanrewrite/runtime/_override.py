@@ -366,9 +366,10 @@ def record_sites() -> Iterator[dict[Site, Call]]:
         _recorders.remove(found)
 
 
-def resolve(site: Site | None, api: str, **settings: Any) -> dict[str, Any]:
+def resolve(site: Site | None, *, api: str, **settings: Any) -> dict[str, Any]:
     """`settings` as the call wrote them, with any active override for `site` applied; an
-    open `record_sites` records the call as one of `api` (the runtime function's name).
+    open `record_sites` records the call as one of `api` (the runtime function's name, by
+    keyword, so that a wrapper passing `**settings` on passes it too).
 
     Only the settings the call passes are overridden (an `eqxi_scan` passes no `levels`).
     A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
