@@ -178,8 +178,8 @@ def tune(
     found = {site: call.settings for site, call in calls.items()}
     if not found:
         raise TuneError(
-            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
-            "or map); rewrite its scans with `scanrewrite` first"
+            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop, "
+            "map, nnx_scan or linen_scan); rewrite its scans with `scanrewrite` first"
         )
     jaxpr = program.jaxpr(BASELINE) if levels or budget or rtol is None else None
     lengths = {**_planned_lengths(calls), **(scan_lengths(jaxpr, list(found)) if jaxpr is not None else {})}
