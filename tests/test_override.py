@@ -138,13 +138,14 @@ def test_overrides_nest(outer, inner, expected):
     name = lambda kw: {**kw, "sites": [names[s] for s in kw["sites"]]} if "sites" in kw else kw
     with override(**name(outer)), override(**name(inner)):
         for key, (unroll, checkpoint) in expected.items():
-            assert resolve(names[key], unroll=1, checkpoint=True) == {"unroll": unroll, "checkpoint": checkpoint}
-    assert resolve(names["A"], unroll=1, checkpoint=True) == {"unroll": 1, "checkpoint": True}
+            resolved = resolve(names[key], api="scan", unroll=1, checkpoint=True)
+            assert resolved == {"unroll": unroll, "checkpoint": checkpoint}
+    assert resolve(names["A"], api="scan", unroll=1, checkpoint=True) == {"unroll": 1, "checkpoint": True}
 
 
 def test_eqxi_scan_calls_ignore_a_checkpoint_override():
     with override(checkpoint=False, unroll=3):
-        assert resolve(site("site A"), unroll=1) == {"unroll": 3}
+        assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 3}
 
 
 def test_record_sites_finds_the_calls_of_a_function_compiled_before():
@@ -162,6 +163,20 @@ def test_record_sites_finds_the_calls_of_a_function_compiled_before():
     with record_sites() as nothing:
         jax.jit(lambda x: x + 1)(1.0)
     assert nothing == {}
+
+
+def test_a_call_is_recorded_as_the_api_its_runtime_function_names(monkeypatch: pytest.MonkeyPatch):
+    """The name is an argument, not the caller's frame: a hook that wraps `resolve` and passes
+    its settings on (as a benchmark's counter does) records the runtime function, not itself."""
+    from scanrewrite.runtime import _override
+
+    def hook(site, **settings):
+        return resolve(site, **settings)
+
+    monkeypatch.setattr(_override, "resolve", hook)
+    with record_sites() as found:
+        jax.make_jaxpr(two_sites(counting_step()[0]))(*inputs())
+    assert [call.api for call in found.values()] == ["scan", "scan"]
 
 
 @pytest.mark.parametrize("jit", [pytest.param(False, id="eager"), pytest.param(True, id="jit")])
@@ -248,15 +263,15 @@ def test_sites_are_absolute(given, expected):
 
 def test_a_single_site_may_be_given_without_a_list():
     with override(unroll=7, sites=str(site("site B"))):
-        assert resolve(site("site B"), unroll=1)["unroll"] == 7
-        assert resolve(site("site A"), unroll=1)["unroll"] == 1
+        assert resolve(site("site B"), api="scan", unroll=1)["unroll"] == 7
+        assert resolve(site("site A"), api="scan", unroll=1)["unroll"] == 1
 
 
 def test_override_state_is_left_when_the_block_raises():
     with pytest.raises(KeyError):
         with override(unroll=5):
             raise KeyError
-    assert resolve(site("site A"), unroll=1) == {"unroll": 1}
+    assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 1}
     assert sys.modules["scanrewrite.runtime._override"]._recorders == []
 
 
@@ -273,10 +288,10 @@ def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(mon
     before = len(traces)
     with pytest.warns(RuntimeWarning, match="clear jax's caches"):
         with override(unroll=4, sites=[site("site A")]):
-            assert resolve(site("site A"), unroll=1) == {"unroll": 4}
+            assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 4}
             fn(*args)
     assert len(traces) > before
-    assert resolve(site("site A"), unroll=1) == {"unroll": 1}
+    assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 1}
     with record_sites() as found:
         fn(*args)
     assert list(found) == [site("site A"), site("site B")]

@@ -254,7 +254,7 @@ def test_resolve_sees_the_users_call_line_and_its_settings_reach_the_program(mon
     """The override hook gets the rewritten call's own line, and what it returns is used."""
     sites = []
 
-    def resolve(site, **settings):
+    def resolve(site, api, **settings):
         sites.append(site)
         return {**settings, "unroll": 2}
 

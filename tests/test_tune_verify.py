@@ -18,7 +18,10 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
-from scanrewrite.tune import _verify
+from scanrewrite.runtime import Site
+from scanrewrite.runtime._override import Call
+from scanrewrite.tune import ORIGINAL_SCAN, Candidate, _verify
+from scanrewrite.tune._rounding import references
 from scanrewrite.tune._verify import Tolerance, compare, flat, to_host
 from tests.test_tune import invoke, load, write
 from tests.treecheck import assert_trees_close
@@ -113,7 +116,7 @@ def step(h, w):
 
 
 def broken_step(h, w):
-    scale = 1.5 if resolve(Site.parse((__file__, 18)), unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.5 if resolve(Site.parse((__file__, 18)), api="scan", unroll=1)["unroll"] == 4 else 1.0
     return jnp.tanh(h @ w) * scale, jnp.sum(h)
 
 
@@ -169,7 +172,7 @@ from scanrewrite.runtime._override import Site, resolve
 
 
 def step(h, w):
-    scale = 1.25 if resolve(Site.parse((__file__, 14)), unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.25 if resolve(Site.parse((__file__, 14)), api="scan", unroll=1)["unroll"] == 4 else 1.0
     a = jax.nn.softmax(h @ w, axis=-1)
     return jnp.tanh(a @ w.T + h) * jnp.bfloat16(scale), jnp.sum(h.astype(jnp.float32))
 
@@ -217,6 +220,14 @@ def test_the_rounding_of_a_narrow_precision_raises_the_rtol_of_wider_leaves_up_t
     wrong_grad = to_host({"loss": jnp.float32(2.0), "grad": jnp.array([1.0, -3.001], jnp.float32)})
     assert not compare(wrong_grad, expected, raised).agrees  # the grad leaf keeps float32's 1e-4
     assert "computes in bfloat16" in raised.describe() and "raised on 1 of 2 leaves, to at most 2.0e-02" in raised.describe()
+
+
+def test_the_for_loops_program_is_a_rounding_reference_at_scan_and_flax_sites():
+    apis = ("scan", "nnx_scan", "linen_scan", "eqxi_scan", "map")
+    calls = {Site("/model.py", line): Call(api, {"unroll": 1}) for line, api in enumerate(apis, 1)}
+    _, loops = references(calls, dict.fromkeys(calls, 4))
+    # Flax's scans end in one loop that stores every step as a scan's does; the others keep theirs.
+    assert [candidate for _, candidate in loops] == [Candidate(4, store=4)] * 3 + [ORIGINAL_SCAN] * 2
 
 
 LONG_SCAN = '''\
@@ -287,7 +298,7 @@ def pause():
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 23)), unroll=1)["unroll"] is not ORIGINAL:
+    if resolve(Site.parse((__file__, 23)), api="scan", unroll=1)["unroll"] is not ORIGINAL:
         h = h + jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32))
     return h * x, h
 
@@ -306,7 +317,7 @@ def test_a_site_where_the_original_wins_is_reverted(project: Path):
     program = write(project, "slow.py", SLOW_WHEN_REWRITTEN)
     result = invoke("slow.py:factory", "--ks", "1", "--repeats", "3", "--warmup", "0", "--write")
     assert result.exit_code == 0, result.output
-    assert "slow.py:23 (scan, written unroll=2): pick original scan (fastest)" in result.stdout
+    assert "slow.py:23 (scan, written unroll=2): pick original jax.lax.scan (fastest)" in result.stdout
     assert re.search(r"\| original jax\.lax\.scan \|.*\| 0 \| pick \|", result.stdout)
     # The write-back says what it did to the imports, as `scanrewrite -v` does.
     assert result.stderr.splitlines()[-3:-1] == [

@@ -132,7 +132,7 @@ def scan(
     """
     unroll = unroll if _unroll is None else _unroll
     site = _override.call_site()
-    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+    settings = _override.resolve(site, api="scan", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
     return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site)
@@ -175,7 +175,7 @@ def eqxi_scan(
 
     # `checkpoint` is what `kind="lax"` passes to `scan`; `kind="checkpointed"` ignores it.
     site = _override.call_site()
-    settings = _override.resolve(site, unroll=unroll, checkpoint=True, store=store)
+    settings = _override.resolve(site, api="eqxi_scan", unroll=unroll, checkpoint=True, store=store)
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     check_unroll(settings["unroll"])

@@ -22,16 +22,16 @@ from scanrewrite.runtime import _override
 __all__ = ["linen_scan", "nnx_scan"]
 
 
-def _scan_for(site: _override.Site | None, unroll: Any, checkpoint: Any, levels: Any, store: Any) -> Callable:
-    """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with this call's settings
-    (resolved when the loop is traced, where an `override` may be in force)."""
+def _scan_for(site: _override.Site | None, api: str, unroll: Any, checkpoint: Any, levels: Any, store: Any) -> Callable:
+    """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with the settings of this
+    call of `api` (resolved when the loop is traced, where an `override` may be in force)."""
     from scanrewrite.runtime import _call
     from scanrewrite.runtime._flax_absorb import absorb
 
     def scan(f, init, xs=None, length=None, reverse=False, unroll_=1, _split_transpose=False, **kwargs):
         # Flax passes its own `unroll` (by keyword): the rewrite's `unroll` is the one that counts.
         del unroll_, kwargs
-        settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+        settings = _override.resolve(site, api=api, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
         note = None
         if settings["checkpoint"] is not False and settings["unroll"] is not _override.ORIGINAL:
             f, policy = absorb(f, init, xs)
@@ -100,7 +100,7 @@ def nnx_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    module = shadow(iteration, _scan_for(site, unroll, checkpoint, levels, store))
+    module = shadow(iteration, _scan_for(site, "nnx_scan", unroll, checkpoint, levels, store))
     kwargs = _given(
         length=length, reverse=reverse, _split_transpose=_split_transpose, in_axes=in_axes, out_axes=out_axes,
         transform_metadata=transform_metadata, graph=graph, graph_updates=graph_updates,
@@ -154,7 +154,7 @@ def linen_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    scan = _scan_for(site, unroll if _unroll is None else _unroll, checkpoint, levels, store)
+    scan = _scan_for(site, "linen_scan", unroll if _unroll is None else _unroll, checkpoint, levels, store)
     shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
     module = shadow(transforms, scan, {"lift": shadow_lift})
     kwargs = _given(

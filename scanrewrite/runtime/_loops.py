@@ -150,7 +150,9 @@ def fori_loop(
     if bounds is None or jax.config.jax_disable_jit:
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
     site = _override.call_site()
-    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+    settings = _override.resolve(
+        site, api="fori_loop", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store
+    )
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the loop the rewrite replaced
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
     first, steps = bounds
@@ -201,7 +203,7 @@ def map(
     if jax.config.jax_disable_jit:
         return jax.lax.map(f, xs, batch_size=batch_size)
     site = _override.call_site()
-    settings = _override.resolve(site, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+    settings = _override.resolve(site, api="map", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
     if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the map the rewrite replaced
         return jax.lax.map(f, xs, batch_size=batch_size)
     if batch_size is None:

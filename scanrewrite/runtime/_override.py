@@ -141,7 +141,7 @@ class Call(NamedTuple):
     """A rewritten call as `record_sites` saw it first: which runtime function, and the
     settings the call itself wrote (before any override)."""
 
-    #: `"scan"`, `"eqxi_scan"`, `"fori_loop"` or `"map"`.
+    #: `"scan"`, `"eqxi_scan"`, `"fori_loop"`, `"map"`, `"nnx_scan"` or `"linen_scan"`.
     api: str
     settings: dict[str, Any]
 
@@ -366,17 +366,18 @@ def record_sites() -> Iterator[dict[Site, Call]]:
         _recorders.remove(found)
 
 
-def resolve(site: Site | None, **settings: Any) -> dict[str, Any]:
-    """`settings` as the call wrote them, with any active override for `site` applied.
+def resolve(site: Site | None, *, api: str, **settings: Any) -> dict[str, Any]:
+    """`settings` as the call wrote them, with any active override for `site` applied; an
+    open `record_sites` records the call as one of `api` (the runtime function's name, by
+    keyword, so that a wrapper passing `**settings` on passes it too).
 
     Only the settings the call passes are overridden (an `eqxi_scan` passes no `levels`).
     A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
     """
     if _recorders and site is not None:
-        # The runtime function that called: `scan`, `eqxi_scan`, `fori_loop` or `map`.
         # `store` is recorded where the call keeps any (the settings most calls write).
         written = {name: value for name, value in settings.items() if not (name == "store" and value == 0)}
-        call = Call(sys._getframe(1).f_code.co_name, written)
+        call = Call(api, written)
         for found in _recorders:
             found.setdefault(site, call)
     state = _current()

@@ -23,7 +23,7 @@ from jax.experimental.compilation_cache import compilation_cache
 
 import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
-from scanrewrite.runtime._override import Call
+from scanrewrite.runtime._override import Sites
 from scanrewrite.targets import RUNTIME_POLICIES
 from scanrewrite.tune._select import Candidate, Timing, TuneError
 from scanrewrite.tune._verify import Comparison, Tolerance, compare, flat, to_host
@@ -152,15 +152,15 @@ class Program:
         args, kwargs = jax.tree_util.tree_unflatten(self._treedef, leaves)
         return self._fn(*args, **kwargs)
 
-    def sites(self) -> dict[Site, Call]:
+    def sites(self) -> Sites:
         """The rewritten calls the function traces, in order: the runtime function and the
-        settings each call wrote.
+        settings each call wrote, and the plans the runtime made for them as written.
 
         Traced abstractly (`jax.eval_shape`): nothing is compiled or run.
         """
         with record_sites() as found:
             jax.eval_shape(self._call, self.inputs)
-        return dict(found)
+        return found
 
     def jaxpr(self, config: Config | str) -> Any:
         """The function's closed jaxpr under `config` (traced, not compiled)."""

@@ -7,8 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scanrewrite.runtime._override import Site
+from scanrewrite.targets import TARGETS
 from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
 from scanrewrite.tune._verify import Comparison, Tolerance
+
+#: The API each runtime function replaces, by the name `record_sites` gives it.
+_ORIGINALS = {target.replacement.rpartition(".")[2]: target.qualified_name for target in TARGETS}
+
+
+def original_label(api: str) -> str:
+    """The original call at a site of the runtime function `api`, named by the API the user
+    wrote (`original flax.nnx.scan` at an `nnx_scan` site)."""
+    return f"original {_ORIGINALS.get(api, 'scan')}"
 
 
 def format_diff(comparison: Comparison | None) -> str:
@@ -90,7 +100,7 @@ class SiteReport:
     """The candidates measured at one site, the others held fixed, and the pick."""
 
     site: Site
-    #: `"scan"`, `"eqxi_scan"`, `"fori_loop"` or `"map"`.
+    #: The runtime function called there, as `record_sites` names it (`"scan"`, `"nnx_scan"`, ...).
     kind: str
     #: The settings the call wrote (`unroll`; `checkpoint` and `levels` but for `eqxi_scan`).
     written: dict[str, Any]
@@ -105,10 +115,13 @@ class SiteReport:
         """Whether no candidate fitted the memory budget (the pick is the least memory)."""
         return self.reason.startswith(OVER_BUDGET)
 
+    def _name(self, candidate: Candidate) -> str:
+        return original_label(self.kind) if candidate.original else str(candidate)
+
     def table(self, name: Callable[[Site], str] = str) -> str:
         heading = (
             f"{name(self.site)} ({self.kind}, written unroll={self.written.get('unroll')!r}): "
-            + (f"pick {self.pick} ({self.reason})" if self.pick else f"no pick ({self.reason})")
+            + (f"pick {self._name(self.pick)} ({self.reason})" if self.pick else f"no pick ({self.reason})")
         )
         lines = [heading, HEADER.format(what="candidate"), self.baseline.cells(self.baseline)]
         lines += [row.cells(self.baseline) for row in self.rows]

@@ -8,7 +8,7 @@ the function computes in a float narrower than 32 bits, each output's rtol is ra
 `_verify.ROUNDING_FACTOR` times the largest difference among programs that differ from the
 original by rounding alone: the original compiled a second time (the warm-up's), the
 checkpointed scan at every site (`unroll=1, checkpoint=True`), and the for-loop's program at
-every `scan` site (every step stored); never beyond the narrow float's own rtol, so a
+every `scan` and Flax site (every step stored); never beyond the narrow float's own rtol, so a
 difference rounding cannot make still is one.
 """
 
@@ -20,18 +20,18 @@ from typing import Any
 from scanrewrite.runtime import Site
 from scanrewrite.runtime._override import Call
 from scanrewrite.tune._measure import Compiled, Config, Program
-from scanrewrite.tune._select import ORIGINAL_SCAN, Candidate
+from scanrewrite.tune._select import ORIGINAL_SCAN, SPENDING_APIS, Candidate
 from scanrewrite.tune._verify import rounding_of, to_host
 
 
 def references(calls: Mapping[Site, Call], lengths: Mapping[Site, int]) -> list[Config]:
     """The configurations equal to the original up to rounding: the checkpointed scan at every
-    site, and where there is a `scan` site of known length, the for-loop's program there."""
+    site, and at the sites of `SPENDING_APIS` of known length, the for-loop's program."""
     sites = sorted(calls)
     # equinox's scan takes no `checkpoint`: `kind="lax"` checkpoints each chunk.
     checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else "checkpoint")) for site in sites)
     loops = {site: Candidate(lengths[site], store=lengths[site]) for site in sites
-             if calls[site].api == "scan" and lengths.get(site)}  # fmt: skip
+             if calls[site].api in SPENDING_APIS and lengths.get(site)}  # fmt: skip
     if not loops:
         return [checkpointed]
     return [checkpointed, tuple((site, loops.get(site, ORIGINAL_SCAN)) for site in sites)]

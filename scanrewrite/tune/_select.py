@@ -33,7 +33,7 @@ class Candidate:
     """One setting tried at a site: `unroll=k`, a checkpoint mode and `levels` (or those
     written); or the scan the rewrite replaced (`unroll` None)."""
 
-    #: None: the original scan (`jax.lax.scan` / `equinox.internal.scan`) at this site.
+    #: None: the call the rewrite replaced at this site (`jax.lax.scan`, `flax.nnx.scan`, ...).
     unroll: int | None
     #: None: as the call wrote it; `"none"`: `checkpoint=False`; `"checkpoint"`:
     #: `checkpoint=True`; else the name of a policy in `targets.ALL_POLICIES`.
@@ -106,6 +106,9 @@ def candidates(
     return found + [ORIGINAL_SCAN] if original else found
 
 
+#: The runtime functions whose sites a memory budget spends at (`spending`): each takes
+#: `store` and a policy for one `jax.lax.scan` loop (Flax's scans end in one).
+SPENDING_APIS = ("scan", "nnx_scan", "linen_scan")
 #: The policies a memory budget tries on every step, besides those named (`spending_policies`).
 #: The runtime's, which keep each step's reductions' outputs (a softmax's maximum and sum) beside
 #: the dots: on a TPU v5e they outran `dots_with_no_batch_dims_saveable` alone in less memory
@@ -126,15 +129,15 @@ def spending_policies(checkpoints: Sequence[str]) -> tuple[str, ...]:
 def spending(
     ks: Sequence[int], stores: Sequence[int], length: int | None, policies: Sequence[str] = (), rolled: Sequence[str] = ()
 ) -> list[Candidate]:
-    """The candidates that spend memory for speed, tried under a memory budget at a `scan`
-    site of `length` steps: every k with each of `rolled` (policies that keep a little more of
-    each step); every k with each number of stored steps in `stores` below `length` (the last
-    steps' residuals kept instead of recomputed); each of `policies` per step (`unroll=length`
-    with the policy: on an accelerator every step straight-line and checkpointed alone with
-    it), also with each number of stored steps; and the for-loop's program (`store=length`:
-    every step stored, straight-line on an accelerator, nothing recomputed, also where `f`
-    checkpoints itself, whose checkpoint the runtime takes over). No `stores`, no spending:
-    none of them."""
+    """The candidates that spend memory for speed, tried under a memory budget at a site
+    (of `SPENDING_APIS`) of `length` steps: every k with each of `rolled` (policies that keep
+    a little more of each step); every k with each number of stored steps in `stores` below
+    `length` (the last steps' residuals kept instead of recomputed); each of `policies` per
+    step (`unroll=length` with the policy: on an accelerator every step straight-line and
+    checkpointed alone with it), also with each number of stored steps; and the for-loop's
+    program (`store=length`: every step stored, straight-line on an accelerator, nothing
+    recomputed, also where `f` checkpoints itself, whose checkpoint the runtime takes over).
+    No `stores`, no spending: none of them."""
     if not length or not stores:
         return []
     ks = [k for k in dict.fromkeys(ks) if k < length]

@@ -10,19 +10,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._override import Site
-from scanrewrite.targets import ALL_POLICIES, TARGETS
+from scanrewrite.runtime._override import Site, Sites
+from scanrewrite.targets import ALL_POLICIES
 from scanrewrite.tune import _rounding
 from scanrewrite.tune._jaxpr import differing_site, narrowest_float, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._progress import Progress, Silent, Steps, planned_steps
-from scanrewrite.tune._report import Row, SiteReport, TuneReport, describe_built
+from scanrewrite.tune._report import Row, SiteReport, TuneReport, describe_built, original_label
 from scanrewrite.tune._select import (
     DEFAULT_KS,
     DEFAULT_LEVELS,
     LEVELS_MIN_STEPS,
     ROLLED_SPENDING_POLICIES,
+    SPENDING_APIS,
     Budget,
     Candidate,
     Option,
@@ -39,10 +40,6 @@ from scanrewrite.tune._select import (
     spending_policies,
 )
 from scanrewrite.tune._verify import Tolerance
-
-
-#: The API each runtime function replaces, by the name `record_sites` gives it.
-_ORIGINALS = {target.replacement.rpartition(".")[2]: target.qualified_name for target in TARGETS}
 
 
 def _written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
@@ -66,6 +63,12 @@ def _config(settings: Mapping[Site, Candidate], written: Mapping[Site, Mapping[s
 def _order(item: tuple[Site, Candidate]) -> tuple:
     site, candidate = item
     return site, str(candidate)
+
+
+def _planned_lengths(calls: Sites) -> dict[Site, int]:
+    """The steps of each site's loop as the runtime planned it, where it did. Flax's loop is
+    traced in Flax's frames, none at the site's line, so `scan_lengths` does not find it."""
+    return {site: plans[0].steps for site, plans in calls.plans.items() if plans}
 
 
 def _mode(checkpoint: Any) -> str | None:
@@ -114,12 +117,12 @@ def tune(
         measured together, after `warmup` untimed calls of each.
     - `memory_budget`: a limit on XLA's compiled temp memory of the whole function: bytes
         (`"2GiB"`, an int), a fraction of lax.scan's (`"0.5x"`, `"50%"`), or a bare number up
-        to 1 (`0.8`), a fraction of the device's memory. With a budget, `scan` sites also try
-        the programs that spend memory for speed: `reductions_saveable` at every k, stored
-        steps (`stores`), the runtime's dots-and-reductions policies and those named in
-        `checkpoints` on every step (`unroll=N`), also with stored steps, and the for-loop's
-        program (`store=N`); of those, only the ones predicted to fit and win
-        are compiled (`scanrewrite.tune._predict`).
+        to 1 (`0.8`), a fraction of the device's memory. With a budget, `scan`, `nnx_scan` and
+        `linen_scan` sites also try the programs that spend memory for speed:
+        `reductions_saveable` at every k, stored steps (`stores`), the runtime's
+        dots-and-reductions policies and those named in `checkpoints` on every step
+        (`unroll=N`), also with stored steps, and the for-loop's program (`store=N`); of those,
+        only the ones predicted to fit and win are compiled (`scanrewrite.tune._predict`).
     - `stores`: the stored steps to try under a budget, with every k: `"auto"` (1 and a
         quarter, half and three quarters of each site's steps) or ints; `()` tries none, nor
         the for-loop's program: nothing that spends memory.
@@ -175,11 +178,11 @@ def tune(
     found = {site: call.settings for site, call in calls.items()}
     if not found:
         raise TuneError(
-            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop "
-            "or map); rewrite its scans with `scanrewrite` first"
+            "the function traces no rewritten call (scanrewrite.runtime.scan, eqxi_scan, fori_loop, "
+            "map, nnx_scan or linen_scan); rewrite its scans with `scanrewrite` first"
         )
     jaxpr = program.jaxpr(BASELINE) if levels or budget or rtol is None else None
-    lengths = scan_lengths(jaxpr, list(found)) if jaxpr is not None else {}
+    lengths = {**_planned_lengths(calls), **(scan_lengths(jaxpr, list(found)) if jaxpr is not None else {})}
     precision = narrowest_float(jaxpr) if rtol is None and jaxpr is not None else None
     # Rounding in a narrow float moves an output's last bits by more than its own dtype's rtol.
     narrow = precision is not None and jnp.finfo(precision).bits < 32
@@ -198,7 +201,7 @@ def tune(
             original=not keep_rewrites,
             checkpointed=settings.get("checkpoint") is not False,
         )
-        if budget is not None and calls[site].api == "scan":
+        if budget is not None and calls[site].api in SPENDING_APIS:
             length = lengths.get(site)
             counts = default_stores(length) if store_counts is None else store_counts
             found_spending = spending(ks, counts, length, spending_policies(checkpoints), ROLLED_SPENDING_POLICIES)
@@ -307,7 +310,7 @@ def tune(
             if error is not None:
                 errors[site].append((site, f"{candidate}: {error}"))
                 timing = None
-            label = f"original {_ORIGINALS.get(calls[site].api, 'scan')}" if candidate.original else str(candidate)
+            label = original_label(calls[site].api) if candidate.original else str(candidate)
             row = Row(
                 label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison,
                 built=built,
