@@ -16,8 +16,8 @@ an accelerator, and each that opens it pays for that; this one never opens it):
    time against compiled temp memory of `lax.scan`, `lax.scan(unroll=k)`, the checkpointed
    scans, the Python for-loop, hand-built stored points and the runtime's programs, at three
    shapes, with issue 41's checks; its origin shape is `ut_scan.py --gpu --batch 16`'s
-   workload), long scans, compile time on the straight-line layout, and the per-step
-   checkpoint, at accelerator sizes.
+   workload), the plain rewrite against its peers (`default_rewrite.py`), long scans, compile
+   time on the straight-line layout, and the per-step checkpoint, at accelerator sizes.
 
 Everything goes into `--out`: `summary.md` (each part's outcome and time), `environment.md`
 (device, jax, jaxlib, the CUDA or libtpu version), `tests.md` (per file, and every failure),
@@ -109,6 +109,7 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
     return (
         Benchmark("memory_curve", ("--compile-threads", "11", "--json", "{out}/memory_curve.json"),
                   "step time against memory, three shapes"),
+        Benchmark("default_rewrite", ("--compile-threads", "11"), "the plain rewrite against its peers"),
         Benchmark("long_scan", ("--ns", "1024", "4096", "--ks", "1", "2", "4", "--carry", "65536"), "long scans"),
         Benchmark(
             "compile_time",
@@ -126,6 +127,7 @@ def device_benchmarks(memory_bytes: int | None) -> tuple[Benchmark, ...]:
 
 SMOKE_BENCHMARKS = (
     Benchmark("memory_curve", ("--smoke", "--compile-threads", "2", "--json", "{out}/memory_curve.json"), ""),
+    Benchmark("default_rewrite", ("--smoke", "--shapes", "origin"), ""),
     Benchmark("long_scan", ("--ns", "8", "--ks", "2", "--carry", "128", "--repeats", "2"), ""),
     Benchmark(
         "compile_time", ("--layout", "straight", "--ns", "3", "--ks", "2", "--kinds", "jit-grad", "--repeats", "1", "--costs"), ""
