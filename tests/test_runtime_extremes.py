@@ -15,6 +15,7 @@ rule must refuse exactly those in which a discontinuous function meets both.
 import functools
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -176,6 +177,12 @@ def test_the_rule_refuses_every_attack(name):
 def test_the_rule_treats_what_the_step_closes_over_as_differentiated():
     why = verdict(closed_over(jnp.ones(4)), H, 3)
     assert why.startswith("reductions_saveable keeps sums, not maxima"), why
+    # The unsound variant: a forward derivative that gives the closed-over `c` no tangent (the
+    # rule before this one) sees no derivative of the maximum, and would keep it.
+    closed = jax.make_jaxpr(closed_over(jnp.ones(4)))(H, 3)
+    blind = jax.make_jaxpr(lambda h, t: jax.jvp(jax.extend.core.jaxpr_as_fun(closed), (h, t),
+                                                (jnp.zeros_like(h), np.zeros((), jax.dtypes.float0))))(H, 3)  # fmt: skip
+    assert _extremes.maxima_unsafe(blind.jaxpr) is None
 
 
 @pytest.mark.parametrize("custom", [False, True], ids=["softmax", "custom-jvp-softmax"])
