@@ -21,6 +21,7 @@ planned for a derivative (no plan of the site says "nothing can differentiate th
 steps of its own code that record their losses and trained parameters; it is copied into both
 copies and runs with the tests, and the table gives the largest relative difference of those
 numbers after against before (and before against before, to show that the step repeats).
+`--rounds 0` runs only that count.
 
 The projects' own dependencies must be importable by this Python (they are not installed here):
 
