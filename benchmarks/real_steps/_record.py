@@ -18,7 +18,10 @@ def record(name: str, losses: list, tree: object) -> None:
         return
     leaves = [np.ravel(np.asarray(leaf)) for leaf in jax.tree_util.tree_leaves(tree)
               if np.issubdtype(np.asarray(leaf).dtype, np.inexact)]
-    found = json.load(open(path)) if os.path.exists(path) else {}
+    found = {}
+    if os.path.exists(path):
+        with open(path) as file:
+            found = json.load(file)
     found[name] = {"losses": [float(v) for v in losses],
                    "params": np.concatenate(leaves).astype(float).tolist() if leaves else []}
     with open(path, "w") as file:
