@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.targets import CHECKPOINT_POLICIES, DEFAULT_TARGETS, TARGET_NAMES, select
+from scanrewrite.targets import ALL_POLICIES, CHECKPOINT_POLICIES, DEFAULT_TARGETS, RUNTIME_POLICIES, TARGET_NAMES, select
 
 __all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options", "merged"]
 
@@ -204,7 +204,10 @@ def _option(
     return field(default=default, metadata=metadata)
 
 
-_POLICIES = ", ".join(CHECKPOINT_POLICIES)
+_POLICIES = (
+    f"jax's {', '.join(CHECKPOINT_POLICIES)}, written jax.checkpoint_policies.NAME, or the runtime's "
+    f"{', '.join(RUNTIME_POLICIES)}, written scanrewrite.runtime.NAME"
+)
 
 
 @dataclass(frozen=True)
@@ -223,18 +226,17 @@ class Options:
         "Steps per chunk: the unroll=N written into every rewritten call.",
     )
     #: None leaves the runtime's default (checkpointed); ``"none"`` writes
-    #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`.
+    #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`, or
+    #: `scanrewrite.runtime.NAME` for one of the runtime's own.
     checkpoint: str | None = _option(
-        Choice(("none", *CHECKPOINT_POLICIES), none=True),
+        Choice(("none", *ALL_POLICIES), none=True),
         None,
-        "Write checkpoint=False (none) or checkpoint=jax.checkpoint_policies.NAME into every rewritten call "
-        f"that takes it; NAME is one of {_POLICIES}.",
+        f"Write checkpoint=False (none) or a checkpoint policy into every rewritten call that takes it: {_POLICIES}.",
         flags=(
             Flag(
                 "policy",
-                "Write checkpoint=jax.checkpoint_policies.NAME (not with --no-checkpoint); NAME is one of "
-                f"{_POLICIES}.",
-                kind=Choice(CHECKPOINT_POLICIES),
+                f"Write checkpoint=POLICY (not with --no-checkpoint): {_POLICIES}.",
+                kind=Choice(ALL_POLICIES),
             ),
             Flag(
                 "no-checkpoint",

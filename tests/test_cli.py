@@ -346,6 +346,7 @@ def test_stdin_usage_errors(project: Path, args: list[str], message: str) -> Non
         (["--no-checkpoint"], {"checkpoint": "none"}),
         (["--policy", "dots_saveable"], {"checkpoint": "dots_saveable"}),
         (["--unroll", "2", "--policy", "nothing_saveable"], {"unroll": 2, "checkpoint": "nothing_saveable"}),
+        (["--policy", "reductions_saveable"], {"checkpoint": "reductions_saveable"}),
     ],
 )
 def test_rewrite_options(project: Path, args: list[str], options: dict[str, object]) -> None:
@@ -485,6 +486,19 @@ def test_policy_in_config_yields_to_no_checkpoint_on_the_command_line(project: P
     assert (project / "a.py").read_bytes() == rewritten(SCAN, checkpoint="none")
 
 
+def test_a_runtime_policy_from_config_is_written_without_jax_and_reverted(project: Path) -> None:
+    write(project, {"pyproject.toml": "[tool.scanrewrite]\npolicy = 'reductions_saveable'\n", "a.py": SCAN})
+    assert invoke("a.py").exit_code == 0
+    text = (project / "a.py").read_text()
+    assert "checkpoint=scanrewrite.runtime.reductions_saveable" in text
+    # The policy reads no `jax`: the import the scan used goes with it.
+    assert "import jax\n" not in text
+    result = invoke("--revert", "-v", "a.py")
+    dropped = "dropped checkpoint=scanrewrite.runtime.reductions_saveable: memory as jax.lax.scan's again"
+    assert f"a.py:8: reverted ({dropped})" in result.stderr.splitlines()
+    assert (project / "a.py").read_text() == SCAN
+
+
 def test_unknown_config_keys_warn_with_a_suggestion(project: Path) -> None:
     toml = "[tool.scanrewrite]\nunrol = 8\nextend_exclude = 'x'\nfrobnicate = 1\n"
     write(project, {"pyproject.toml": toml, "a.py": SCAN})
@@ -507,7 +521,8 @@ def test_unknown_config_keys_warn_with_a_suggestion(project: Path) -> None:
             "policy = 'dots_savable'",
             "error: pyproject.toml: [tool.scanrewrite] policy: must be one of checkpoint_dots, "
             "checkpoint_dots_with_no_batch_dims, dots_saveable, dots_with_no_batch_dims_saveable, everything_saveable, "
-            "nothing_saveable; got 'dots_savable' (did you mean 'dots_saveable'?)\n",
+            "nothing_saveable, reductions_saveable, dots_with_no_batch_dims_and_reductions_saveable, "
+            "dots_and_reductions_saveable; got 'dots_savable' (did you mean 'dots_saveable'?)\n",
         ),
         ("exclude = '('", "error: pyproject.toml: [tool.scanrewrite] exclude: not a valid regular expression"),
         ("force-exclude = 'yes please'", "error: pyproject.toml: [tool.scanrewrite] force-exclude: expected true or false"),

@@ -196,3 +196,36 @@ def test_pragma_unroll_on_a_bare_decorator():
         """
     )
     assert b"@scanrewrite.runtime.nnx_scan(unroll=2)  # scanrewrite: unroll=2" in rewrite(source, targets=FLAX).code
+
+
+def test_a_runtime_policy_on_a_decorator_and_back():
+    before = _src(
+        """\
+        from flax import nnx
+
+
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def forward(x, layer):
+            return layer(x), None
+        """
+    )
+    after = _src(
+        """\
+        import scanrewrite.runtime
+        from flax import nnx
+
+
+        @scanrewrite.runtime.nnx_scan(
+            in_axes=(nnx.Carry, 0),
+            out_axes=nnx.Carry,
+            unroll=4,
+            checkpoint=scanrewrite.runtime.reductions_saveable,
+        )
+        def forward(x, layer):
+            return layer(x), None
+        """
+    )
+    result = rewrite(before, targets=FLAX, checkpoint="reductions_saveable")
+    assert result.code == after
+    assert not rewrite(after, targets=FLAX, checkpoint="reductions_saveable").changed
+    assert revert(after).code == before

@@ -306,6 +306,20 @@ REVERT = [
         import jax
         import scanrewrite.runtime
 
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=scanrewrite.runtime.reductions_saveable)
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(f, c, xs)
+        """,
+        id="a runtime policy dropped",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
         y = scanrewrite.runtime.scan(f, c, xs, unroll=1, store=4)
         """,
         """\

@@ -491,6 +491,38 @@ CHECKPOINT = [
         "import scanrewrite.runtime\ny = scanrewrite.runtime.eqxi_scan(f, c, xs, kind='lax', unroll=4)\n",
         id="eqxi_scan takes no checkpoint",
     ),
+    pytest.param(
+        "reductions_saveable",
+        """\
+        from jax import lax
+        y = lax.scan(f, c, xs)
+        """,
+        """\
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.scan(
+            f, c, xs, unroll=4, checkpoint=scanrewrite.runtime.reductions_saveable
+        )
+        """,
+        id="runtime policy needs no import jax",
+    ),
+    pytest.param(
+        "dots_with_no_batch_dims_and_reductions_saveable",
+        """\
+        import jax
+        y = jax.lax.scan(f, c, xs)
+        """,
+        """\
+        import scanrewrite.runtime
+        y = scanrewrite.runtime.scan(
+            f,
+            c,
+            xs,
+            unroll=4,
+            checkpoint=scanrewrite.runtime.dots_with_no_batch_dims_and_reductions_saveable,
+        )
+        """,
+        id="runtime policy leaves import jax unused",
+    ),
 ]
 
 
@@ -510,8 +542,9 @@ def test_checkpoint_needs_jax_not_shadowed():
     result = rewrite(source, checkpoint="dots_saveable")
     assert result.code == source
     assert result.skipped == (Skipped(3, "checkpoint policy needs `jax`, which is bound to something else here"),)
-    # Without a policy the name jax is not needed, so the call is rewritten.
+    # Without a policy of jax's the name jax is not needed, so the call is rewritten.
     assert rewrite(source, checkpoint="none").changed
+    assert b"checkpoint=scanrewrite.runtime.reductions_saveable" in rewrite(source, checkpoint="reductions_saveable").code
 
 
 @pytest.mark.parametrize(

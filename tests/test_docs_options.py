@@ -15,7 +15,7 @@ import pytest
 
 from scanrewrite.cli import CONFIG_KEYS, main
 from scanrewrite.codemod import ScanRewriteCommand
-from scanrewrite.targets import CHECKPOINT_POLICIES, TARGET_NAMES, select
+from scanrewrite.targets import ALL_POLICIES, TARGET_NAMES, select
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
@@ -46,7 +46,7 @@ def options_table_problems(page: str) -> list[str]:
                 rows[flag] = line
     problems = [f"{flag} is not in the table" for flag in sorted(_command_flags() - set(rows))]
     problems += [f"{flag} is no option of the command" for flag in sorted(set(rows) - _command_flags())]
-    for flag, names in (("--targets", TARGET_NAMES), ("--policy", CHECKPOINT_POLICIES)):
+    for flag, names in (("--targets", TARGET_NAMES), ("--policy", ALL_POLICIES)):
         problems += [f"{flag}'s row lacks `{name}`" for name in names if f"`{name}`" not in rows.get(flag, "")]
     return problems
 

@@ -18,7 +18,7 @@ from scanrewrite.codemod import ScanRewriteCommand, revert, rewrite
 from scanrewrite.mode import Mode
 from scanrewrite.notebook import rewrite_notebook
 from scanrewrite.options import OPTIONS, Flag, Option, Options, merged
-from scanrewrite.targets import CHECKPOINT_POLICIES, TARGET_NAMES
+from scanrewrite.targets import ALL_POLICIES, TARGET_NAMES
 
 SCAN = "import jax\n\n\ndef f(c, xs):\n    return jax.lax.scan(step, c, xs)\n"
 
@@ -209,7 +209,7 @@ def test_help_lists_every_flag_target_and_policy() -> None:
     for option in OPTIONS:
         for flag in option.flags:
             assert f"--{flag.name}" in text
-    for name in (*TARGET_NAMES, *CHECKPOINT_POLICIES):
+    for name in (*TARGET_NAMES, *ALL_POLICIES):
         assert name in text
 
 

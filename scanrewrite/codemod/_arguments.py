@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from scanrewrite.targets import Target
+from scanrewrite.targets import RUNTIME_POLICIES, Target
 
-__all__ = ["ArgShape", "append_args", "keyword_arg", "remove_args"]
+__all__ = ["ArgShape", "append_args", "checkpoint_value", "keyword_arg", "remove_args"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,17 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
             whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
         ),
     )
+
+
+def checkpoint_value(mode: str, module: str | None) -> cst.BaseExpression | None:
+    """The value a checkpoint mode is written as: ``False`` for ``"none"``, a runtime policy as
+    an attribute of `module` (how the call names the runtime), another policy as
+    ``jax.checkpoint_policies.NAME``; None for ``"checkpoint"``, the default (no argument)."""
+    if mode == "checkpoint":
+        return None
+    if mode == "none":
+        return cst.Name("False")
+    return cst.parse_expression(f"{module}.{mode}" if mode in RUNTIME_POLICIES else f"jax.checkpoint_policies.{mode}")
 
 
 def append_args(call: cst.Call, new: list[cst.Arg]) -> tuple[cst.Arg, ...]:

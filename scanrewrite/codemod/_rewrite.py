@@ -15,7 +15,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, Scope
 
-from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg
+from scanrewrite.codemod._arguments import ArgShape, append_args, checkpoint_value, keyword_arg
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
@@ -26,7 +26,7 @@ from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._scopes import Scopes, module_scopes
 from scanrewrite.options import Options, merged
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import Target, select
+from scanrewrite.targets import CHECKPOINT_POLICIES, Target, select
 
 __all__ = ["RewriteResult", "Rewriter", "Rewritten", "SkipFile", "Skipped", "rewrite"]
 
@@ -88,9 +88,10 @@ def rewrite(source: bytes, options: Options | None = None, /, **changes: Any) ->
     arguments change its fields: `rewrite(source, unroll=8)`, `rewrite(source, options,
     line_length=100)`. Of them, `unroll` (a positive int) is appended to each rewritten
     call that does not pass one. `checkpoint` is None (leave the runtime's default),
-    ``"none"`` (write ``checkpoint=False``) or a name in `CHECKPOINT_POLICIES` (write
-    ``checkpoint=jax.checkpoint_policies.NAME``). `levels` is None (write none) or a
-    positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
+    ``"none"`` (write ``checkpoint=False``), a name in `CHECKPOINT_POLICIES` (write
+    ``checkpoint=jax.checkpoint_policies.NAME``) or in `RUNTIME_POLICIES` (write
+    ``checkpoint=scanrewrite.runtime.NAME``, which needs no `jax`). `levels` is None (write
+    none) or a positive int or ``"auto"``, written as ``levels=`` into each rewritten call of a
     target that takes it (`jax.lax.scan`; an `equinox.internal.scan` call gets none and
     its `Rewritten.note` says so). `targets` are names in `scanrewrite.targets.TARGET_NAMES`
     (or one comma-separated string of them): the APIs whose calls are rewritten, by default
@@ -226,7 +227,7 @@ class Rewriter:
             self._skip(line, plan)
             return None
         self._edits.add(resolved.replacement.rpartition(".")[0])
-        writes_policy = self.options.checkpoint not in (None, "none") and any(
+        writes_policy = self.options.checkpoint in CHECKPOINT_POLICIES and any(
             arg.keyword is not None and arg.keyword.value == "checkpoint" for arg in plan
         )
         if writes_policy and not self._scopes[call]["jax"]:
@@ -275,19 +276,15 @@ class Rewriter:
             new_args.append(keyword_arg("unroll", cst.Integer(str(pragma.unroll or self.options.unroll))))
         checkpoint = self.options.checkpoint
         if checkpoint is not None and "checkpoint" in target.keyword_only and not shape.passes("checkpoint"):
-            if checkpoint != "none" and not self._resolver.module_name_usable(call, "jax"):
+            if checkpoint in CHECKPOINT_POLICIES and not self._resolver.module_name_usable(call, "jax"):
                 return "checkpoint policy needs `jax`, which is bound to something else here"
-            new_args.append(keyword_arg("checkpoint", self._checkpoint_value()))
+            runtime = target.replacement.rpartition(".")[0]
+            new_args.append(keyword_arg("checkpoint", checkpoint_value(checkpoint, runtime)))
         levels = pragma.levels if pragma.levels is not None else self.options.levels
         if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
             value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
             new_args.append(keyword_arg("levels", value))
         return new_args
-
-    def _checkpoint_value(self) -> cst.BaseExpression:
-        if self.options.checkpoint == "none":
-            return cst.Name("False")
-        return cst.parse_expression(f"jax.checkpoint_policies.{self.options.checkpoint}")
 
     def _skip(self, line: int, reason: str) -> None:
         self.skipped.append(Skipped(line, reason))

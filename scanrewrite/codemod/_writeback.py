@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from scanrewrite.codemod._applied import runtime_partials
-from scanrewrite.codemod._arguments import ArgShape, append_args, keyword_arg, remove_args
+from scanrewrite.codemod._arguments import ArgShape, append_args, checkpoint_value, keyword_arg, remove_args
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
@@ -117,10 +117,10 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     for line, settings in picks.items():
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
-        # As the rewrite's options, but for "checkpoint" (the default: no argument) and the runtime's policies.
+        # As the rewrite's options, but for "checkpoint" (the default: no argument).
         Options(
             unroll=settings.unroll,
-            checkpoint=None if settings.checkpoint in ("checkpoint", *RUNTIME_POLICIES) else settings.checkpoint,
+            checkpoint=None if settings.checkpoint == "checkpoint" else settings.checkpoint,
             levels=settings.levels,
         )
     parsed = Parsed.from_bytes(source)
@@ -309,7 +309,7 @@ def _new_args(
         policy = f"scanrewrite.runtime.{settings.checkpoint}"
         return f"the call names the runtime by a bare name: write checkpoint={policy} by hand"
     if settings.checkpoint is not None:
-        wanted.append(("checkpoint", _checkpoint_value(settings.checkpoint, module)))
+        wanted.append(("checkpoint", checkpoint_value(settings.checkpoint, module)))
     if settings.levels is not None:
         value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
         wanted.append(("levels", None if settings.levels == 1 else value))
@@ -346,16 +346,6 @@ def _new_args(
 
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
-
-
-def _checkpoint_value(mode: str, module: str | None) -> cst.BaseExpression | None:
-    """The value a checkpoint mode is written as (a runtime policy as an attribute of `module`,
-    the call's name for the runtime); None for the default (no argument)."""
-    if mode == "checkpoint":
-        return None
-    if mode == "none":
-        return cst.Name("False")
-    return cst.parse_expression(f"{module}.{mode}" if mode in RUNTIME_POLICIES else f"jax.checkpoint_policies.{mode}")
 
 
 def _is_value(node: cst.BaseExpression, module: str | None = None) -> bool:

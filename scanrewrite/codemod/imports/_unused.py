@@ -156,13 +156,19 @@ _DEFINITIONS = frozenset([ast.FunctionDef, ast.AsyncFunctionDef])
 
 def policy_uses(scopes: Mapping[cst.CSTNode, Scope | None], calls: Mapping[cst.CSTNode, list[cst.Arg]]) -> set[object]:
     """The bindings of `jax` that the checkpoint policies (``jax.checkpoint_policies.NAME``)
-    among the arguments added to `calls` read."""
+    among the arguments added to `calls` read (a runtime policy reads none)."""
     return {
         assignment
         for call, added in calls.items()
-        if any(arg.keyword is not None and arg.keyword.value == "checkpoint" and isinstance(arg.value, cst.Attribute) for arg in added)
+        if any(arg.keyword is not None and arg.keyword.value == "checkpoint" and _reads_jax(arg.value) for arg in added)
         for assignment in scopes[call]["jax"]
     }
+
+
+def _reads_jax(value: cst.BaseExpression) -> bool:
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return isinstance(value, cst.Name) and value.value == "jax"
 
 
 class NodeCollector(cst.CSTVisitor):
