@@ -18,6 +18,7 @@ LAYOUT_LAYERS = ("_lines", "_split", "_tokens", "_relayout", "__init__")
 #: codemod's parts before it (`_parsing`); its `__init__` only re-exports.
 IMPORTS = PACKAGE / "imports"
 IMPORTS_LAYERS = (
+    "_changes",
     "_placement",
     "_kept",
     "_edits",
