@@ -164,6 +164,20 @@ def test_a_traced_store_is_a_value_error_saying_it_must_be_static():
         jax.jit(lambda i, xs, s: scan(step, i, xs, store=s))(init, xs, 2)
 
 
+def test_unroll_as_an_array_is_an_int_and_traced_a_value_error():
+    """`unroll` is read as `store` is: a concrete array of one int is that int (in the plan's
+    key and arithmetic), a traced one an error saying it must be known at trace time."""
+    init, xs = make_inputs(N, "array", jnp.float32)
+    step = make_step("array", "array")
+    k = jnp.array(2)
+    assert check_against_lax(lambda *a, **kw: scan(*a, **{**kw, "unroll": k}), N, "array", "array", jnp.float32)
+    with record_sites() as sites:
+        jax.jit(jax.grad(lambda i, xs: scan(step, i, xs, unroll=k, checkpoint=POLICY)[0]["h"].sum()))(init, xs)
+    assert [(type(plan.requested), plan.requested) for plans in sites.plans.values() for plan in plans] == [(int, 2)]
+    with pytest.raises(ValueError, match="`unroll` must be known at trace time"):
+        jax.jit(lambda i, xs, u: scan(step, i, xs, unroll=u))(init, xs, 2)
+
+
 def primitive_names(jaxpr) -> list:
     names = []
     for eqn in jaxpr.eqns:

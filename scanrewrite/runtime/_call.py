@@ -26,12 +26,12 @@ __all__ = ["eqxi_scan", "scan"]
 
 
 def check(settings: dict[str, Any]) -> dict[str, Any]:
-    """`settings` with `store` as a Python int; a `ValueError` naming the first bad setting
-    (`unroll` already not `ORIGINAL`)."""
-    check_unroll(settings["unroll"])
+    """`settings` with `unroll` and `store` as Python ints (or `unroll` a bool); a `ValueError`
+    naming the first bad setting (`unroll` already not `ORIGINAL`)."""
+    unroll = check_unroll(settings["unroll"])
     check_checkpoint(settings["checkpoint"])
     _levels.check(settings.get("levels", 1))  # eqxi_scan(kind="lax") has no `levels`
-    return {**settings, "store": check_store(settings.get("store", 0))}
+    return {**settings, "unroll": unroll, "store": check_store(settings.get("store", 0))}
 
 
 def _types(tree: Any) -> Any:

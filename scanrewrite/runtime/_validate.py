@@ -56,16 +56,20 @@ def chunk_size(unroll: Any, n: int) -> int:
     return min(unroll, n)
 
 
-def check_unroll(unroll: Any, expected: str = "a bool or a non-negative int") -> None:
-    """Raise a `ValueError` saying `unroll` must be `expected` unless it is a bool or an int >= 0."""
+def check_unroll(unroll: Any, expected: str = "a bool or a non-negative int") -> bool | int:
+    """`unroll` as a bool or a Python int; a `ValueError` saying it must be `expected` unless it
+    is a bool or an int >= 0 known at trace time (a concrete array of one int counts)."""
     if isinstance(unroll, bool):
-        return
+        return unroll
+    if isinstance(unroll, jax_core.Tracer):
+        raise ValueError(f"`unroll` must be known at trace time ({expected}), got a traced value {unroll!r}")
     try:
         k = operator.index(unroll)
     except TypeError:
         k = -1
     if k < 0:
         raise ValueError(f"`unroll` must be {expected}, got {unroll!r}")
+    return k
 
 
 def is_int_at_least(value: Any, least: int) -> bool:
