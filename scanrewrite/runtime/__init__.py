@@ -8,7 +8,9 @@ schedule across steps), followed by the `N % k` leftover steps (the highest indi
 checkpointed scan with the speed of an unrolled loop (the "checkpoint-of-unrolled-scan" of the
 equinox discussion that motivates the project). `store` keeps the residuals of the last steps
 instead, `levels` nests the checkpointing for long scans, and `reductions_saveable` and its two
-companions are checkpoint policies that keep what is cheap to keep (`_policies`). `fori_loop` and `map` are the same
+companions are checkpoint policies that keep what is cheap to keep (`_policies`; the maxima
+only where `_extremes` proves it cannot change a gradient, jax's own softmax written out so
+that they see it, `_reveal`). `fori_loop` and `map` are the same
 loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`), `nnx_scan` and `linen_scan` run
 Flax's scans on it (`_flax`).
 
