@@ -64,6 +64,8 @@ ATTACKS = {
     "floor": lambda h, m: jnp.floor(h - m) * h,
     # A sum of one element is that element: kept, it ties with the recomputed one as m does.
     "sum-of-one": lambda h, m: jax.nn.relu(jnp.sum((h - m)[..., None], -1)) + h,
+    "scaled-eq": lambda h, m: h * ((h - m) * 2.0 == 0),
+    "jitted-relu": lambda h, m: jax.jit(lambda a, b: jax.nn.relu(a - b))(h, m) + h,
 }
 
 
@@ -94,6 +96,15 @@ def custom_vjp_step(h, w):
     return h, jnp.sum(h, -1)
 
 
+@jax.custom_vjp
+def packed(h, m):
+    """The identity, whose backward pass (Python) compares the residuals it packed: `h`, `m`."""
+    return h * 1.0
+
+
+packed.defvjp(lambda h, m: (h * 1.0, (h, m)), lambda res, g: (g * (res[0] == res[1]), jnp.zeros_like(res[1])))
+
+
 def closed_over(c):
     """A step that closes over its parameter `c`, with an integer index in `xs`: the maximum is
     of something computed from `c`, which `jax.grad` differentiates from outside."""
@@ -109,7 +120,8 @@ def closed_over(c):
 if hasattr(jax.lax, "optimization_barrier"):  # jax 0.4.31 has none
     ATTACKS["barrier"] = lambda h, m: h * (h == jax.lax.optimization_barrier(m))
 STEPS = {name: with_extreme(g) for name, g in ATTACKS.items()}
-STEPS.update({"differentiated": differentiated, "carried": carried, "custom-vjp": custom_vjp_step})
+STEPS.update({"differentiated": differentiated, "carried": carried, "custom-vjp": custom_vjp_step,
+              "custom-vjp-residuals": with_extreme(packed)})
 
 
 def attention(h, w):
@@ -197,6 +209,17 @@ def test_the_rule_keeps_what_it_can_prove(name, custom):
     assert why.startswith("reductions_saveable may keep the step's maxima and minima too"), why
 
 
+def test_a_maximum_met_only_by_kept_values_is_kept_and_gives_lax_scans_gradient():
+    """Kept sums and the maximum are the forward pass's own values in both passes: compared
+    with each other, however, nothing turns."""
+    step = with_extreme(lambda h, m: jax.nn.relu(jnp.sum(h - m, -1, keepdims=True) - jnp.sum(h, -1, keepdims=True)
+                                                 + 4 * m) + h)  # fmt: skip
+    assert verdict(step, H, W).startswith("reductions_saveable may keep the step's maxima and minima too")
+    with enable_x64(True):
+        actual = gradients(runtime(unroll=2, checkpoint=POLICY), step, *inputs())
+    assert assert_trees_close(actual, lax_gradients(step), **TIGHT) == 2
+
+
 def test_the_rule_refuses_a_singular_function_where_the_tie_is():
     """`sqrt` and `log` where their operand is the difference: singular at the tie."""
     for g in (lambda h, m: jnp.sqrt(m - h), lambda h, m: jnp.log(m - h), lambda h, m: h / (m - h + 1.0)):
@@ -251,7 +274,8 @@ def test_a_closed_over_parameter_gets_lax_scans_gradient():
 
 
 #: Attacks whose gradient with the maxima kept anyway was off on this project's machine.
-UNSOUND = ("negated-eq", "relu-of-difference", "abs-of-difference", "sign-of-difference", "half-tie", "exp-tie")
+UNSOUND = ("negated-eq", "relu-of-difference", "abs-of-difference", "sign-of-difference", "half-tie", "exp-tie",
+           "custom-vjp-residuals")
 
 
 @pytest.mark.main_only("XLA:CPU rounds a recomputation otherwise on this project's jax, not on every release")
