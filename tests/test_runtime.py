@@ -28,6 +28,9 @@ LAYOUTS = {
     "rolled": _chunks.Layout(rolled_chunk=True, rolled_rest=True),
     # The CPU's layout: rolled, with the chunk size fitted to the step (`_memory`).
     "fitted": _chunks.Layout(rolled_chunk=True, rolled_rest=True, fit_chunk=True),
+    # The accelerators' layout as the backend picks it, with every call checkpointed: straight-line,
+    # fitted, `checkpoint=True` keeping reductions (`_plan.make`).
+    "accelerator": _chunks.Layout(rolled_chunk=False, rolled_rest=False, fit_chunk=True, keeps_reductions=True),
 }
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp  # noqa: E402
 from flaxcheck import assert_flax_close, float64  # noqa: E402, F401 (float64 is autouse)
 
 from scanrewrite import runtime  # noqa: E402
-from tests.test_runtime import always_checkpointed  # noqa: E402
+from tests.test_runtime import always_checkpointed, pinned_layout  # noqa: E402
 
 W = 4
 
@@ -133,18 +133,13 @@ def test_plain_blocks_keep_their_reductions_on_accelerators_and_remat_blocks_not
     """On the accelerators' layout the default of `checkpoint=True` (the rewrite's) reaches
     Flax's scan: over plain blocks their BatchNorm's sums are kept; over `nnx.remat` blocks the
     user's remat keeps what it says, nothing. Either way the step is Flax's own."""
-    from scanrewrite.runtime import _chunks, _policies
+    from scanrewrite.runtime import _policies
 
     kept = {runtime.reductions_saveable, _policies.with_maxima(runtime.reductions_saveable)}
     for remat, expected_built in ((False, kept), (True, {True})):
         expected = program(nnx.scan, remat=remat, jit=True)
-        saved = _chunks._FORCE_LAYOUT
-        _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
-        try:
-            with runtime.record_sites() as sites:
-                actual = program(rewritten(3), remat=remat, jit=True)
-        finally:
-            _chunks._FORCE_LAYOUT = saved
+        with pinned_layout("accelerator"), runtime.record_sites() as sites:
+            actual = program(rewritten(3), remat=remat, jit=True)
         assert assert_flax_close(actual, expected) > 10
         built = {plan.checkpoint for plans in sites.plans.values() for plan in plans}
         assert built and built <= expected_built, (remat, built)

@@ -22,7 +22,7 @@ from jax.ad_checkpoint import print_saved_residuals
 import scanrewrite.runtime
 from scanrewrite.runtime import _policies, _reveal, record_sites, scan
 from scanrewrite.runtime._compat import enable_x64
-from tests.test_runtime import TOL, outputs_and_grads
+from tests.test_runtime import TOL, outputs_and_grads, pinned_layout
 from tests.treecheck import assert_trees_close
 
 POLICIES = [
@@ -156,24 +156,11 @@ def gru(h, x):
     return jnp.tanh(h @ x), h[:, 0]
 
 
-@pytest.fixture
-def accelerator_layout():
-    """The accelerators' layout (straight-line, fitted, keeping reductions), on the CPU."""
-    from scanrewrite.runtime import _chunks
-
-    saved = _chunks._FORCE_LAYOUT
-    _chunks._FORCE_LAYOUT = _chunks.Layout(False, False, fit_chunk=True, keeps_reductions=True)
-    yield _chunks._FORCE_LAYOUT
-    _chunks._FORCE_LAYOUT = saved
-
-
-def test_checkpoint_true_keeps_reductions_on_accelerators(accelerator_layout):
+def test_checkpoint_true_keeps_reductions_on_accelerators():
     """The plain rewrite (`checkpoint=True`) keeps a step's reductions where the layout says so,
     computing `jax.lax.scan`'s numbers; a step with none, a policy or `checkpoint=False` the
     call names, and the CPU's layout build what they built before."""
-    from scanrewrite.runtime import _chunks
-
-    with enable_x64(True), record_sites() as sites:
+    with enable_x64(True), pinned_layout("accelerator"), record_sites() as sites:
         h, ws = inputs(jnp.float64)
         expected = outputs_and_grads(jax.lax.scan, attention, h, ws, None)
         actual = outputs_and_grads(scan, attention, h, ws, None, unroll=2)
@@ -182,19 +169,16 @@ def test_checkpoint_true_keeps_reductions_on_accelerators(accelerator_layout):
     assert plan.checkpoint is _policies.with_maxima(POLICIES[0]), plan.describe()
     assert "checkpoint=True keeps the step's reductions on this layout" in plan.describe()
 
-    def built(step, xs, layout=accelerator_layout, **settings):
-        _chunks._FORCE_LAYOUT = layout
-        with record_sites() as sites:
+    def built(step, xs, layout="accelerator", **settings):
+        with pinned_layout(layout), record_sites() as sites:
             jax.grad(lambda h: jnp.sum(scan(step, h, xs, unroll=2, **settings)[0]))(h)
-        _chunks._FORCE_LAYOUT = accelerator_layout
         return [plan.checkpoint for plans in sites.plans.values() for plan in plans]
 
     h, ws = inputs(jnp.float32)
     assert built(gru, ws["q"][:, :3, :3]) == [True]
     assert built(attention, ws, checkpoint=jax.checkpoint_policies.dots_saveable) == [jax.checkpoint_policies.dots_saveable]
     assert built(attention, ws, checkpoint=False) == [False]
-    rolled = _chunks.Layout(True, True, fit_chunk=True, negligible_bytes=_chunks.NEGLIGIBLE_BYTES)
-    assert built(attention, ws, layout=rolled) == [True]
+    assert built(attention, ws, layout="fitted") == [True]
 
 
 def test_the_cpus_layout_keeps_nothing_by_default():
