@@ -9,25 +9,30 @@ split per layer. Each is measured as Flax runs it, rewritten (`scanrewrite.runti
 step's reductions) and rewritten as before that default (`checkpoint=True` keeping nothing):
 step time of `jax.jit(value_and_grad)` (median of interleaved rounds), XLA's compiled temp
 memory, and the largest relative difference of the loss and every gradient from Flax's own,
-with the same parameters and the same dropout masks.
+with the same parameters and the same dropout masks, and for NNX whether the blocks' state
+after the step (each layer's dropout key and counter) is exactly Flax's own.
 
     python benchmarks/flax_gpt.py                 # 16 layers, batch 8, seq 1024, width 1024
     python benchmarks/flax_gpt.py --smoke         # tiny, on the CPU
+    python benchmarks/flax_gpt.py --sizes 4 8 1024 1024 16   # layers, batch, seq, width, heads
 
 Exits 1 if a rewrite's numbers differ from Flax's by more than twice the peer's (Flax's own
 scan with a remat that keeps dots, the same up to rounding) or 5e-2, whichever is larger: a
 gradient that is zero but for rounding (the attention's key bias: a softmax does not change
-when its input shifts) differs by its own size between any two programs.
+when its input shifts) differs by its own size between any two programs. A state that is not
+Flax's own fails it whatever the numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from _common import Progress, compile_lowered, compile_with_costs, interleaved_times, max_rel_diff
 from default_rewrite import keeping_nothing
 
@@ -36,8 +41,9 @@ import scanrewrite.runtime
 DTYPE = jnp.bfloat16
 
 
-def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
-    """name -> (jitted value and gradient, its arguments), for each way of running the scan."""
+def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int) -> tuple:
+    """(graphdef, params, rest, x): the NNX stack of `layers` blocks made with `nnx.vmap`, split
+    into its parameters and the rest (each layer's dropout stream: a key and a counter)."""
     from flax import nnx
 
     class Block(nnx.Module):
@@ -61,23 +67,44 @@ def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> d
     blocks = nnx.jit(make)(jax.random.split(jax.random.key(0), layers))
     graphdef, params, rest = nnx.split(blocks, nnx.Param, ...)
     x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
+    return graphdef, params, rest, x
+
+
+def nnx_step(forward, graphdef):
+    """The training step of `forward(x, blocks)`: (loss, gradients, the blocks' state after the
+    step). The state is every variable that is not a parameter, as plain arrays (each layer's
+    dropout key as its key data, and its counter, which each draw advances): a rewrite must
+    leave it as Flax's own scan leaves it."""
+    from flax import nnx
+
+    def loss(blocks, x):
+        return jnp.mean(forward(x, blocks).astype(jnp.float32) ** 2)
+
+    def value_and_grad(params, rest, x):
+        blocks = nnx.merge(graphdef, params, rest)
+        value, grads = nnx.value_and_grad(loss)(blocks, x)
+        after = nnx.split(blocks, nnx.Param, ...)[2].to_pure_dict()
+        return value, grads, jax.tree.map(lambda a: jax.random.key_data(a) if jnp.issubdtype(a.dtype, jax.dtypes.prng_key) else a, after)
+
+    return value_and_grad
+
+
+def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
+    """name -> (jitted value and gradient, its arguments), for each way of running the scan."""
+    from flax import nnx
+
+    graphdef, params, rest, x = nnx_model(layers, batch, seq, width, heads)
 
     def program(scan, policy=None, **settings):
         body = nnx.remat(lambda h, block: block(h), policy=policy)
         forward = scan(body, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, **settings)
-
-        def loss(blocks, x):
-            return jnp.mean(forward(x, blocks).astype(jnp.float32) ** 2)
-
-        def value_and_grad(params, rest, x):
-            return nnx.value_and_grad(loss)(nnx.merge(graphdef, params, rest), x)
-
-        return jax.jit(value_and_grad), (params, rest, x)
+        return jax.jit(nnx_step(forward, graphdef)), (params, rest, x)
 
     return _ways(program, nnx.scan, scanrewrite.runtime.nnx_scan, "nnx.scan(nnx.remat(block))")
 
 
-def linen_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
+def linen_block(batch: int, seq: int, width: int, heads: int):
+    """The Linen block, `Block()(x, _) -> (x, None)`, for `nn.scan(nn.remat(Block), ...)`."""
     from flax import linen as nn
 
     class Block(nn.Module):
@@ -90,6 +117,13 @@ def linen_programs(layers: int, batch: int, seq: int, width: int, heads: int) ->
             down = nn.Dense(width, dtype=DTYPE, param_dtype=DTYPE)(jax.nn.gelu(up))
             return h + nn.Dropout(0.1, deterministic=False)(down), None
 
+    return Block
+
+
+def linen_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> dict[str, tuple]:
+    from flax import linen as nn
+
+    Block = linen_block(batch, seq, width, heads)
     x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
     keys = {"params": jax.random.key(0), "dropout": jax.random.key(2)}
 
@@ -135,14 +169,28 @@ def measure(programs: dict[str, tuple], repeats: int, progress: Progress) -> tup
                               lambda r: progress.step(f"round {r + 1}"))  # fmt: skip
     base_name = rows[0][0]
     base_time, base_temp = statistics.median(times[base_name]), rows[0][2]
-    lines = ["| program | step (ms) | vs Flax | temp memory (MiB) | vs Flax | compile (s) | max rel diff |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = ["| program | step (ms) | vs Flax | temp memory (MiB) | vs Flax | compile (s) | max rel diff | state as Flax's |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for name, seconds, temp in rows:
         t = statistics.median(times[name])
         diff = max_rel_diff(outs[name], outs[base_name])
         lines.append(f"| {name} | {t * 1e3:.1f} | {t / base_time:.2f} | {temp / 2**20:.1f} | {temp / base_temp:.2f} "
-                     f"| {seconds:.1f} | {diff:.1e} |")  # fmt: skip
-    return lines, {name: max_rel_diff(o, outs[base_name]) for name, o in outs.items()}
+                     f"| {seconds:.1f} | {diff:.1e} | {same_state(outs[name], outs[base_name])} |")  # fmt: skip
+    diffs = {name: max_rel_diff(o, outs[base_name]) for name, o in outs.items()}
+    # A state that is not Flax's own (a counter advanced otherwise) is a difference however
+    # small its relative size.
+    return lines, {name: d if same_state(outs[name], outs[base_name]) != "no" else math.inf for name, d in diffs.items()}
+
+
+def same_state(out: tuple, flax_out: tuple) -> str:
+    """Whether the state after the step (NNX: each layer's dropout key and counter, the third
+    output) is exactly Flax's own: `yes`, `no`, or `n/a` where the step returns none (Linen: its
+    dropout stream is the key passed to `apply`, and its masks show in the loss and gradients)."""
+    if len(out) < 3:
+        return "n/a"
+    a, e = jax.tree.leaves(out[2]), jax.tree.leaves(flax_out[2])
+    same = len(a) == len(e) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, e))
+    return "yes" if same else "no"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the CPU, in seconds)")
     parser.add_argument("--apis", nargs="+", choices=["nnx", "linen"], default=["nnx", "linen"])
     parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--sizes", type=int, nargs=5, metavar=("LAYERS", "BATCH", "SEQ", "WIDTH", "HEADS"),
+                        help="instead of 16 8 1024 1024 16 (or --smoke's 2 1 8 16 2)")  # fmt: skip
     args = parser.parse_args(argv)
-    sizes = (2, 1, 8, 16, 2) if args.smoke else (16, 8, 1024, 1024, 16)
+    sizes = tuple(args.sizes) if args.sizes else (2, 1, 8, 16, 2) if args.smoke else (16, 8, 1024, 1024, 16)
     repeats = 2 if args.smoke else args.repeats
     device = jax.devices()[0]
     print(f"benchmarks/flax_gpt.py on {device.platform} ({device.device_kind}), jax {jax.__version__}, "

@@ -6,6 +6,7 @@ a memory budget, picks the fastest program that fits:
 
     scanrewrite-tune benchmarks/tune_gpt.py:factory --ks 1,4 --memory-budget 6.5GiB   # an accelerator
     scanrewrite-tune benchmarks/tune_gpt.py:smoke --ks 1 --memory-budget 2x          # tiny, on the CPU
+    python benchmarks/tune_budgets.py tune_gpt.py:medium tune_llama.py:medium         # issue 52's three budgets
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ def _program(shape):
 def factory():
     """16 layers, batch 8, sequence 1024, width 1024, 16 heads, bfloat16."""
     return _program(gpt_shape(16, 8, 1024, 1024, 16, repeats=1))
+
+
+def medium():
+    """6 layers, batch 8, sequence 1024, width 1024, 16 heads: six tuner runs (two stacks, three budgets) in one device command of 10 minutes."""
+    return _program(gpt_shape(6, 8, 1024, 1024, 16, repeats=1))
+
+
+def small():
+    """4 layers, batch 8, sequence 1024, width 1024, 16 heads: what fitted the device time left."""
+    return _program(gpt_shape(4, 8, 1024, 1024, 16, repeats=1))
 
 
 def smoke():

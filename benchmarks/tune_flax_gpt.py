@@ -1,0 +1,82 @@
+"""`flax_gpt.py`'s GPT-style stack written the Flax way, rewritten, as a `scanrewrite-tune` target.
+
+Each factory's function is the training step of the rewritten program, the site written as
+`scanrewrite --unroll 4 --targets nnx.scan,linen.scan` writes it: NNX, `nnx.scan` over
+`nnx.remat` blocks made with `nnx.vmap` (the step returns the loss, the gradients and the
+blocks' state after it: each layer's dropout key and counter); Linen,
+`nn.scan(nn.remat(Block))` with the parameters and the dropout stream split per layer. The
+tuner's original at these sites is Flax's own scan over remat, so `--memory-budget 1x` is its
+memory, and every candidate's loss, gradients (and NNX state) are compared with Flax's own:
+
+    scanrewrite-tune benchmarks/tune_flax_gpt.py:nnx --ks 1,4 --memory-budget 1x --compile-threads 8 -v
+    scanrewrite-tune benchmarks/tune_flax_gpt.py:linen --ks 1,4 --memory-budget 1x --compile-threads 8 -v
+    scanrewrite-tune benchmarks/tune_flax_gpt.py:nnx_smoke --ks 1,4 --memory-budget 1x -v   # tiny, on the CPU
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from flax_gpt import DTYPE, linen_block, nnx_model, nnx_step  # noqa: E402
+
+import scanrewrite.runtime  # noqa: E402
+
+#: layers, batch, sequence, width, heads: flax_gpt.py's sizes, and tiny ones for the CPU.
+FULL, SMALL, SMOKE = (16, 8, 1024, 1024, 16), (4, 8, 1024, 1024, 16), (4, 1, 8, 16, 2)
+
+
+def _nnx(sizes):
+    from flax import nnx
+
+    graphdef, params, rest, x = nnx_model(*sizes)
+    forward = scanrewrite.runtime.nnx_scan(nnx.remat(lambda h, block: block(h)), in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, unroll=4)
+    return nnx_step(forward, graphdef), (params, rest, x)
+
+
+def _linen(sizes):
+    from flax import linen as nn
+
+    layers, batch, seq, width, heads = sizes
+    Block = linen_block(batch, seq, width, heads)
+    Stack = scanrewrite.runtime.linen_scan(nn.remat(Block), variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True}, length=layers, unroll=4)
+    x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
+    keys = {"params": jax.random.key(0), "dropout": jax.random.key(2)}
+    params = jax.jit(Stack().init)(keys, x, None)
+
+    def loss(params, x):
+        return jnp.mean(Stack().apply(params, x, None, rngs={"dropout": keys["dropout"]})[0].astype(jnp.float32) ** 2)
+
+    return jax.value_and_grad(loss), (params, x)
+
+
+def nnx():
+    """16 layers, batch 8, sequence 1024, width 1024, 16 heads, bfloat16."""
+    return _nnx(FULL)
+
+
+def linen():
+    """As `nnx`, written with Linen."""
+    return _linen(FULL)
+
+
+def nnx_small():
+    """4 layers, batch 8, sequence 1024, width 1024, 16 heads."""
+    return _nnx(SMALL)
+
+
+def linen_small():
+    return _linen(SMALL)
+
+
+def nnx_smoke():
+    """4 layers of width 16: the same program in seconds on the CPU."""
+    return _nnx(SMOKE)
+
+
+def linen_smoke():
+    return _linen(SMOKE)
