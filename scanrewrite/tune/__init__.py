@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from scanrewrite.tune._options import TuneOptions
 from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, ORIGINAL_SCAN, Budget, Candidate, TuneError
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "SiteReport",
     "Tolerance",
     "TuneError",
+    "TuneOptions",
     "TuneReport",
     "tune",
 ]

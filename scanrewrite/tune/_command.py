@@ -15,17 +15,10 @@ from typing import TYPE_CHECKING
 import click
 
 from scanrewrite.files import display_path
+from scanrewrite.flags import with_flags
 from scanrewrite.output import color_diff
-from scanrewrite.targets import RUNTIME_POLICIES
-from scanrewrite.tune._select import (
-    DEFAULT_KS,
-    DEFAULT_LEVELS,
-    Budget,
-    TuneError,
-    parse_levels,
-    parse_policies,
-    parse_stores,
-)
+from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags
+from scanrewrite.tune._select import TuneError
 
 if TYPE_CHECKING:
     from scanrewrite.runtime._override import Site
@@ -68,28 +61,6 @@ class _Bar:
             self.bar = None
 
 
-def _ints(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
-    try:
-        ks = tuple(int(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}") from None
-    if not ks or min(ks) < 1:
-        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}")
-    return ks
-
-
-def _parsed(parse):
-    def callback(ctx: click.Context, param: click.Parameter, value):
-        if value is None:
-            return None
-        try:
-            return parse(value)
-        except TuneError as exc:
-            raise click.BadParameter(str(exc)) from None
-
-    return callback
-
-
 def _site_name(site: Site) -> str:
     return f"{display_path(site.path)}:{site.line}"
 
@@ -102,41 +73,7 @@ def _write_stdout(data: bytes) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", metavar="FILE.py:FACTORY")
-@click.option(
-    "--ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, callback=_ints,
-    help="Chunk sizes to try at each site, comma-separated (the written unroll is tried too).",
-)
-@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Timed calls of each configuration, interleaved, after the warm-up.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Untimed calls of each configuration before timing.")
-@click.option("--memory-budget", callback=_parsed(Budget.parse),
-              help="Limit on compiled temp memory: bytes ('12GiB', '500MB'), a fraction of lax.scan's "
-              "('0.5x', '50%') or of the device's memory ('0.8'). Then scan sites also try reductions_saveable at "
-              "each k, stored steps, the runtime's dots-and-reductions policies (and --policies) on every step, and "
-              "the for-loop's program, compiling only those predicted to fit and win.")
-@click.option("--stores", default="auto", show_default=True, callback=_parsed(parse_stores),
-              help="With --memory-budget: stored steps to try with each k, comma-separated, or 'auto' "
-              "(1 and a quarter, half and three quarters of each site's steps); '' tries none, nor the for-loop's "
-              "program.")
-@click.option("--policies", default="", callback=_parsed(parse_policies),
-              help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
-              f"jax.checkpoint_policies names, or the runtime's own ({', '.join(RUNTIME_POLICIES)}).")
-@click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
-              callback=_parsed(parse_levels),
-              help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "
-              "('1' tries no other).")
-@click.option("--keep-rewrites", is_flag=True,
-              help="Never pick the original scan at a site (by default a site where it is as fast, within "
-              "the budget, is reverted to it).")
-@click.option("--compile-threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Programs XLA compiles at a time: more cut the tuner's wall time where compiling dominates "
-              "(straight-line programs on an accelerator), and make each compile time one among several.")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None,
-              help="Relative tolerance of the check that each configuration computes the original's numbers "
-              "[default: by dtype, 1e-4 for float32, 1e-9 for float64].")
-@click.option("--atol", type=click.FloatRange(min=0), default=None,
-              help="Absolute tolerance of that check [default: the dtype's smallest normal number].")
+@with_flags(TUNE_OPTIONS)
 @click.option("--diff", is_flag=True,
               help="Print the unified diff that writes each site's pick (tables go to stderr).")
 @click.option("--write", is_flag=True, help="Write the picks into the source.")
@@ -146,8 +83,7 @@ def _write_stdout(data: bytes) -> None:
               help="A line per step instead of the bar, with the seconds since the start (for logs).")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
-def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, compile_threads, rtol,
-         atol, diff, write, check, quiet, verbose, color) -> None:
+def main(target, diff, write, check, quiet, verbose, color, **flags) -> None:
     """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
     FACTORY's function traces, on this machine's default jax device, check that each
     configuration computes the original's numbers, and pick the fastest within the memory
@@ -162,19 +98,14 @@ def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, k
         raise click.UsageError("--write and --check cannot be used together")
     if quiet and verbose:
         raise click.UsageError("--quiet and --verbose cannot be used together")
-    options = dict(
-        ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
-        memory_budget=memory_budget, stores="auto" if stores is None else stores, compile_threads=compile_threads,
-        rtol=rtol, atol=atol,
-    )
-    sys.exit(_run(target, options, diff, write, check, _Bar(enabled=not quiet, lines=verbose), color))
+    sys.exit(_run(target, from_flags(flags), diff, write, check, _Bar(enabled=not quiet, lines=verbose), color))
 
 
 def _error(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
-def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
+def _run(target, options: TuneOptions, diff, write, check, bar: _Bar, color) -> int:
     try:
         from scanrewrite.tune._tune import tune
     except ModuleNotFoundError as exc:
@@ -186,7 +117,7 @@ def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
 
     try:
         fn, args, kwargs = load(target)
-        report = tune(fn, args, kwargs, progress=bar, **options)
+        report = tune(fn, args, kwargs, options, progress=bar)
     except TuneError as exc:
         bar.close()
         _error(str(exc))

@@ -109,6 +109,10 @@ class SiteReport:
     rows: list[Row]
     pick: Candidate | None
     reason: str
+    #: (site, `candidate: reason`) for each candidate that failed to compile or run.
+    errors: list[tuple[Site, str]] = field(default_factory=list)
+    #: The rows of the candidates that compute other numbers than the original.
+    differing: list[Row] = field(default_factory=list)
 
     @property
     def over_budget(self) -> bool:

@@ -178,7 +178,7 @@ def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
     """`values` checked as chunk sizes (positive ints)."""
     for k in values:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise TuneError(f"a chunk size must be a positive int, got {k!r}")
+            raise TuneError(f"chunk sizes are positive ints, got {k!r}")
     if not values:
         raise TuneError("no chunk sizes to try")
     return tuple(dict.fromkeys(values))
