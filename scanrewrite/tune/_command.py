@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
@@ -22,6 +22,7 @@ from scanrewrite.tune._select import TuneError
 
 if TYPE_CHECKING:
     from scanrewrite.runtime._override import Site
+    from scanrewrite.tune._report import TuneReport
     from scanrewrite.tune._writeback import FileChange
 
 #: Where jax and equinox come from: the extra that rewritten programs need too.
@@ -61,6 +62,16 @@ class _Bar:
             self.bar = None
 
 
+class Output(NamedTuple):
+    """What the command does with the picks: `--diff`, `--write`, `--check`, and `--color`
+    (None: on a terminal, unless NO_COLOR is set)."""
+
+    diff: bool = False
+    write: bool = False
+    check: bool = False
+    color: bool | None = None
+
+
 def _site_name(site: Site) -> str:
     return f"{display_path(site.path)}:{site.line}"
 
@@ -98,14 +109,15 @@ def main(target, diff, write, check, quiet, verbose, color, **flags) -> None:
         raise click.UsageError("--write and --check cannot be used together")
     if quiet and verbose:
         raise click.UsageError("--quiet and --verbose cannot be used together")
-    sys.exit(_run(target, from_flags(flags), diff, write, check, _Bar(enabled=not quiet, lines=verbose), color))
+    out = Output(diff=diff, write=write, check=check, color=color)
+    sys.exit(_run(target, from_flags(flags), out, _Bar(enabled=not quiet, lines=verbose)))
 
 
 def _error(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
-def _run(target, options: TuneOptions, diff, write, check, bar: _Bar, color) -> int:
+def _run(target: str, options: TuneOptions, out: Output, bar: _Bar) -> int:
     try:
         from scanrewrite.tune._tune import tune
     except ModuleNotFoundError as exc:
@@ -123,26 +135,46 @@ def _run(target, options: TuneOptions, diff, write, check, bar: _Bar, color) -> 
         _error(str(exc))
         return 2
     bar.close()
+    status = _show(report, out)
+    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
+    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
+    if not (out.diff or out.write or out.check):
+        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
+        return status
+    off, written = _write_back(report, out)
+    verb = "written" if out.write else "would be written"
+    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
+    status = max(status, written)
+    if out.check and off and status == 0:
+        return 1
+    return status
+
+
+def _show(report: TuneReport, out: Output) -> int:
+    """Print the tables (on stderr where stdout takes the diff), and an error line for each
+    candidate that failed or computes other numbers; 2 if there is one, else 0."""
     status = 0
-    click.echo(report.table(_site_name), err=diff)
+    click.echo(report.table(_site_name), err=out.diff)
     for site, message in report.errors:
         _error(f"{_site_name(site)}: {message}")
         status = 2
     for site, row in report.differing:
         where = _site_name(site) if site is not None else "the whole program"
-        _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {row.comparison.max_rel_diff:.1e})")
+        diff = row.comparison.max_rel_diff
+        _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {diff:.1e})")
         status = 2
     if not report.picks_agree:
         _error("the picks together compute different numbers: nothing is written")
-    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
-    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
-    if not (diff or write or check):
-        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
-        return status
+    return status
+
+
+def _write_back(report: TuneReport, out: Output) -> tuple[int, int]:
+    """Show, write or check the picks in each file, as `out` asks: the number of files off their
+    picks, and 2 if one could not be read, parsed or written (else 0)."""
     from scanrewrite.tune._writeback import plan
 
-    diff_color = color if color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-    off = 0
+    color = out.color if out.color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    off = status = 0
     for change in plan(report.picks):
         for line, note in change.notes:
             click.echo(f"{change.display}:{line}: not written: {note}", err=True)
@@ -154,9 +186,9 @@ def _run(target, options: TuneOptions, diff, write, check, bar: _Bar, color) -> 
         if not change.changed:
             continue
         off += 1
-        if diff:
-            _write_stdout(color_diff(change.diff()) if diff_color else change.diff())
-        if write:
+        if out.diff:
+            _write_stdout(color_diff(change.diff()) if color else change.diff())
+        if out.write:
             change.write()
             if change.error is not None:
                 _error(f"{change.display}: {change.error[1]}")
@@ -164,14 +196,10 @@ def _run(target, options: TuneOptions, diff, write, check, bar: _Bar, color) -> 
             else:
                 _imports(change, "removed", "added")
                 click.echo(f"wrote the picks into {change.display}", err=True)
-        elif check:
+        elif out.check:
             _imports(change, "would remove", "would add")
             click.echo(f"would write the picks into {change.display}", err=True)
-    verb = "written" if write else "would be written"
-    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
-    if check and off and status == 0:
-        return 1
-    return status
+    return off, status
 
 
 def _imports(change: FileChange, removed: str, added: str) -> None:

@@ -49,19 +49,16 @@ def tune(
     - `options`: a [`TuneOptions`][scanrewrite.tune.TuneOptions] (what to try, how long to
         measure, how closely to check); its defaults if None.
     - `progress`: told the number of steps of each stage, then each step (see `Progress`).
-    - `**changes`: options to change, by name (`tune(fn, args, ks=(1, 4), memory_budget="2GiB")`).
+    - `**changes`: options by name, `tune(fn, args, ks=(1, 4), memory_budget="2GiB")`.
 
     **Returns:**
 
-    A `TuneReport`. Every number is also given as a ratio to the same function with every site
-    run as the call it replaced (`jax.lax.scan`, `equinox.internal.scan`, ...), measured in the
-    same run. Sites are tuned one at a time, in the order first traced: the sites before hold
-    their picks, the sites after what they wrote. Each site's pick is the fastest candidate
-    (median step time) within the budget; among those within the measured noise of it, the
-    original scan if it is one (the rewrite stays only where it helps), else the one with
-    less temp memory, then the one closest to the setting written (`_select.changes`). The
-    picks are then measured once more together. A candidate that fails to compile or run, or
-    whose outputs (values and whatever else `fn` returns, gradients included) differ from the
+    A `TuneReport`, every number also a ratio to the function with every site run as the call
+    it replaced, measured in the same run. Sites are tuned in the order first traced, those
+    before holding their picks, those after what they wrote; a pick is the fastest candidate
+    within the budget (ties within noise: the original scan, else the least memory, then the
+    setting closest to what is written; see `docs/tuning.md`), and the picks are measured once
+    more together. A candidate that fails, or whose outputs (gradients included) differ from the
     original's, is reported in its row (and in `errors` or `differing`) and not picked.
 
     Raises `TuneError` for an option that is not valid, if `fn` traces no rewritten call, if the
@@ -75,13 +72,11 @@ def tune(
     program = Program(fn, args, kwargs or {}, Tolerance(options.rtol, options.atol))
     found = find_sites(program, options)
     candidates = list_candidates(found, options)
-    planned = sum(listed.planned_steps(options.repeats, found.lengths.get(site)) for site, listed in candidates.items())
+    planned = sum(each.planned_steps(options.repeats, found.lengths.get(site)) for site, each in candidates.items())
     progress.begin(2 + len(rounding_references(found)) + planned, "tuning")
     baseline = compile_reference(program, found, options, progress)
     session = Session(program, options, found, candidates, baseline, _limit(options, baseline))
-    reports = {}
-    for site in found.sites:
-        reports[site] = _round(session, site, progress)
+    reports = {site: _round(session, site, progress) for site in found.sites}  # in order: picks accumulate
     # A site tuned early was held to the budget with the sites after it still as written; if
     # nothing fitted then, it took the least memory. Now that every site has its pick, it is
     # tuned once more (configurations already compiled are not compiled again).

@@ -1,0 +1,88 @@
+"""The tuner's shape: a pipeline of stage modules whose names say what each does, short
+functions, and no closure that changes the state of the function it is defined in."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import scanrewrite.tune
+
+PACKAGE = Path(scanrewrite.tune.__file__).parent
+MODULES = sorted(PACKAGE.glob("*.py"))
+MAX_FUNCTION_LINES = 60
+MAX_LINES = 400
+#: The stages `tune()` runs, in order, each a module of the package.
+STAGES = ("_sites", "_candidates", "_reference", "_round", "_predict", "_measure", "_verify", "_choose", "_whole")
+#: Methods that change the container they are called on.
+MUTATORS = {"append", "extend", "update", "add", "pop", "setdefault", "insert", "remove", "clear", "discard", "popitem"}
+
+
+def long_functions(source: str) -> list[str]:
+    """The functions of `source` longer than `MAX_FUNCTION_LINES`, docstring included."""
+    return [
+        f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def _bound(function: ast.AST) -> set[str]:
+    """The names a function binds itself: its parameters and what it assigns."""
+    names = {arg.arg for arg in ast.walk(function) if isinstance(arg, ast.arg)}
+    return names | {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+def mutating_closures(source: str) -> list[str]:
+    """Each function or lambda defined inside another that rebinds (`nonlocal`) or changes in
+    place (a mutating method, an item or attribute assigned) a name its enclosing function binds."""
+    found = []
+    for outer in ast.walk(ast.parse(source)):
+        if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(outer):
+            if inner is outer or not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            enclosing = _bound(outer) - _bound(inner)
+            for node in ast.walk(inner):
+                changed = None
+                if isinstance(node, ast.Nonlocal):
+                    changed = node.names[0]
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+                    changed = getattr(node.func.value, "id", None)
+                elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+                    changed = getattr(node.value, "id", None)
+                if changed in enclosing or (isinstance(node, ast.Nonlocal)):
+                    found.append(f"{getattr(inner, 'name', 'lambda')} in {outer.name} changes {changed}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: path.name)
+def test_functions_are_short_and_no_closure_changes_its_enclosing_state(path: Path) -> None:
+    source = path.read_text()
+    assert long_functions(source) == []
+    assert mutating_closures(source) == []
+    assert len(source.splitlines()) <= MAX_LINES
+
+
+def test_the_checks_fail_where_they_must() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert long_functions(f"def f():\n{body}\n") == [f"f: {MAX_FUNCTION_LINES + 1} lines"]
+    # The shape `tune` had: a round's closure appending to and assigning into the run's state.
+    assert mutating_closures("def tune():\n    picks, rows = {}, []\n    def site():\n        picks[1] = 2\n        rows.append(3)\n") == [
+        "site in tune changes picks",
+        "site in tune changes rows",
+    ]  # fmt: skip
+    assert mutating_closures("def f():\n    n = 0\n    def g():\n        nonlocal n\n        n += 1\n")
+    # A closure that changes only its own values is not one.
+    assert mutating_closures("def f():\n    rows = []\n    def g():\n        rows = []\n        rows.append(1)\n") == []
+
+
+def test_the_stages_are_modules_and_tune_names_them() -> None:
+    names = {path.stem for path in MODULES}
+    assert set(STAGES) <= names
+    pipeline = ast.get_docstring(ast.parse((PACKAGE / "_tune.py").read_text()))
+    assert all(f"`{stage}`" in pipeline for stage in STAGES if stage not in ("_predict", "_measure", "_verify"))
