@@ -10,11 +10,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from scanrewrite.runtime._override import Site, Sites
+from scanrewrite.runtime import Settings, Site, Sites, named_policy
 from scanrewrite.targets import ALL_POLICIES
 from scanrewrite.tune import _rounding
 from scanrewrite.tune._jaxpr import differing_site, narrowest_float, scan_lengths
-from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program, checkpoint_value
+from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._progress import Progress, Silent, Steps, planned_steps
 from scanrewrite.tune._report import Row, SiteReport, TuneReport, describe_built, original_label
@@ -42,19 +42,11 @@ from scanrewrite.tune._select import (
 from scanrewrite.tune._verify import Tolerance
 
 
-def _written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
-    unroll = written.get("unroll")
-    return (
-        not candidate.original
-        and candidate.checkpoint is None
-        and candidate.levels is None
-        and candidate.store is None
-        and not isinstance(unroll, bool)
-        and candidate.unroll == unroll
-    )
+def _written(candidate: Candidate, written: Settings) -> bool:
+    return not candidate.original and not candidate.changes(written)
 
 
-def _config(settings: Mapping[Site, Candidate], written: Mapping[Site, Mapping[str, Any]]) -> Config:
+def _config(settings: Mapping[Site, Candidate], written: Mapping[Site, Settings]) -> Config:
     """`settings` as a configuration: sorted, and without the sites left as written (so two
     requests for the same program are one compile)."""
     return tuple(sorted((s for s in settings.items() if not _written(s[1], written[s[0]])), key=_order))
@@ -71,9 +63,12 @@ def _planned_lengths(calls: Sites) -> dict[Site, int]:
     return {site: plans[0].steps for site, plans in calls.plans.items() if plans}
 
 
-def _mode(checkpoint: Any) -> str | None:
-    """The checkpoint mode a call wrote, as `--policies` names it (None if it is none of them)."""
-    return next((name for name in ("checkpoint", "none", *ALL_POLICIES) if checkpoint_value(name) is checkpoint), None)
+def _mode(checkpoint: Any) -> bool | str | None:
+    """The checkpoint mode a call wrote, as a `Settings` holds it: `True`, `False` or a policy's
+    name (None if it is none of them)."""
+    if isinstance(checkpoint, bool):
+        return checkpoint
+    return next((name for name in ALL_POLICIES if named_policy(name) is checkpoint), None)
 
 
 def tune(
@@ -193,13 +188,13 @@ def tune(
         options = calls[site].api != "eqxi_scan"  # it has neither checkpoint nor levels
         tried[site] = candidates(
             ks,
-            [mode for mode in checkpoints if mode != _mode(settings.get("checkpoint"))],
-            written=settings.get("unroll"),
+            [mode for mode in checkpoints if mode != _mode(settings.checkpoint)],
+            written=settings.unroll,
             has_checkpoint=options,
-            levels=[depth for depth in levels if depth != settings.get("levels", 1)]
+            levels=[depth for depth in levels if depth != settings.or_defaults().levels]
             if options and lengths.get(site, 0) >= LEVELS_MIN_STEPS else (),
             original=not keep_rewrites,
-            checkpointed=settings.get("checkpoint") is not False,
+            checkpointed=settings.checkpoint is not False,
         )
         if budget is not None and calls[site].api in SPENDING_APIS:
             length = lengths.get(site)
@@ -239,7 +234,7 @@ def tune(
     errors: dict[Site, list[tuple[Site, str]]] = {}
     differing: dict[Site, list[Row]] = {}
 
-    def tune_site(site: Site, settings: Mapping[str, Any], steps: Steps) -> SiteReport:
+    def tune_site(site: Site, settings: Settings, steps: Steps) -> SiteReport:
         """One site's round: each candidate compiled with the other sites held at their picks
         (or as written), all timed interleaved with lax.scan at every site; the pick."""
         held = {other: picks[other] for other in found if other != site and other in picks}
@@ -328,7 +323,7 @@ def tune(
             options.append(
                 Option(
                     candidate, timing, result.temp_bytes, error, differs=row.differs, written=written,
-                    program=result.program, changes=changes(candidate, settings.get("unroll")),
+                    program=result.program, changes=changes(candidate, settings),
                 )
             )
         rows += [Row(str(candidate), candidate, note=why) for candidate, why in skipped.items()]
@@ -342,7 +337,7 @@ def tune(
         )
         program.forget([BASELINE, (), _config(picks, found)])
         steps.finish(f"{where} done")
-        return SiteReport(site, calls[site].api, dict(settings), base_row, rows, picks.get(site), reason)
+        return SiteReport(site, calls[site].api, settings, base_row, rows, picks.get(site), reason)
 
     for site, settings in found.items():
         reports[site] = tune_site(site, settings, Steps(progress, plan(site)))
