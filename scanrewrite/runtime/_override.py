@@ -293,8 +293,8 @@ def override(
     ```python
     with scanrewrite.runtime.override(unroll=8, sites=["model.py:42"]):
         loss, grads = train_step(params, batch)     # model.py:42 runs with unroll=8
-    with scanrewrite.runtime.override(Settings(unroll=8, checkpoint="dots_saveable")):
-        loss, grads = train_step(params, batch)     # every site
+    with scanrewrite.runtime.override(scanrewrite.runtime.Settings(unroll=8, checkpoint="dots_saveable")):
+        loss, grads = train_step(params, batch)     # every site, k=8 under jax's dots policy
     ```
     """
     keywords = {"unroll": unroll, "checkpoint": checkpoint, "levels": levels, "store": store}
