@@ -56,10 +56,10 @@ def test_an_invalid_value_names_the_option(name: str) -> None:
 
 def test_values_are_normalised_and_the_object_is_frozen_hashable_and_picklable() -> None:
     options = TuneOptions(ks="1,4", checkpoints="none,dots_saveable", levels="1,auto", stores="auto", memory_budget="1x")
-    assert options.ks == (1, 4) and options.checkpoints == ("none", "dots_saveable")
+    assert options.ks == (1, 4) and options.checkpoints == (False, "dots_saveable")
     assert options.levels == (1, "auto") and options.stores is None and options.memory_budget == Budget(fraction=1.0)
     assert TuneOptions(stores="").stores == () and TuneOptions(stores=[2, 2, 4]).stores == (2, 4)
-    assert hash(options) == hash(TuneOptions(ks=(1, 4), checkpoints=("none", "dots_saveable"), levels=(1, "auto"),
+    assert hash(options) == hash(TuneOptions(ks=(1, 4), checkpoints=(False, "dots_saveable"), levels=(1, "auto"),
                                              memory_budget=Budget(fraction=1.0)))  # fmt: skip
     assert pickle.loads(pickle.dumps(options)) == options
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -90,7 +90,8 @@ def test_flags_not_given_leave_the_defaults_and_given_ones_set_the_options() -> 
     defaults = {flag.dest: None for option in TUNE_OPTIONS for flag in option.flags} | {"keep_rewrites": False}
     assert from_flags(defaults) == TuneOptions()
     given = defaults | {"policies": ("none",), "keep_rewrites": True, "stores": (), "rtol": 0.5}
-    assert from_flags(given) == TuneOptions(checkpoints=("none",), keep_rewrites=True, stores=(), rtol=0.5)
+    assert from_flags(given) == TuneOptions(checkpoints=(False,), keep_rewrites=True, stores=(), rtol=0.5)
+    assert TUNE_OPTIONS[1].kind.show((False, True, "dots_saveable")) == "none,checkpoint,dots_saveable"
 
 
 def table_problems(page: str) -> list[str]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.runtime import Site
+from scanrewrite.runtime import Site, named_policy
 from scanrewrite.targets import ALL_POLICIES
-from scanrewrite.tune._measure import checkpoint_value
 from scanrewrite.tune._options import TuneOptions
 from scanrewrite.tune._select import (
     LEVELS_MIN_STEPS,
@@ -55,13 +54,13 @@ def _of_site(found: Found, site: Site, options: TuneOptions) -> SiteCandidates:
     configurable = call.api != "eqxi_scan"
     tried = candidates(
         options.ks,
-        [mode for mode in options.checkpoints if mode != _mode(written.get("checkpoint"))],
-        written=written.get("unroll"),
+        [mode for mode in options.checkpoints if mode != _mode(written.checkpoint)],
+        written=written.unroll,
         has_checkpoint=configurable,
-        levels=[depth for depth in options.levels if depth != written.get("levels", 1)]
+        levels=[depth for depth in options.levels if depth != written.or_defaults().levels]
         if configurable and (length or 0) >= LEVELS_MIN_STEPS else (),
         original=not options.keep_rewrites,
-        checkpointed=written.get("checkpoint") is not False,
+        checkpointed=written.checkpoint is not False,
     )
     if options.memory_budget is None or call.api not in SPENDING_APIS:
         return SiteCandidates(tried)
@@ -70,6 +69,9 @@ def _of_site(found: Found, site: Site, options: TuneOptions) -> SiteCandidates:
     return SiteCandidates(tried, [c for c in found_spending if c not in tried])
 
 
-def _mode(checkpoint: Any) -> str | None:
-    """The checkpoint mode a call wrote, as `--policies` names it (None if it is none of them)."""
-    return next((name for name in ("checkpoint", "none", *ALL_POLICIES) if checkpoint_value(name) is checkpoint), None)
+def _mode(checkpoint: Any) -> bool | str | None:
+    """The checkpoint mode a call wrote, as a `Settings` holds it: `True`, `False` or a policy's
+    name (None if it is none of them)."""
+    if isinstance(checkpoint, bool):
+        return checkpoint
+    return next((name for name in ALL_POLICIES if named_policy(name) is checkpoint), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scanrewrite.runtime import Site
+from scanrewrite.runtime import Settings, Site
 from scanrewrite.tune._measure import Compiled
 from scanrewrite.tune._report import Row, SiteReport, describe_built, original_label
 from scanrewrite.tune._select import Candidate, Option, Timing, changes, choose
@@ -25,7 +25,7 @@ def site_report(
     budget untimed, those predicted out last, with why), its errors and the rows that compute
     other numbers, and the pick, its row marked."""
     report = SiteReport(
-        site, session.found.calls[site].api, dict(session.found.calls[site].settings),
+        site, session.found.calls[site].api, session.found.calls[site].settings,
         Row("lax.scan at every site", None, session.baseline.compile_s, session.baseline.temp_bytes,
             baseline_timing, comparison=session.baseline.comparison),
         [], None, "",
@@ -71,10 +71,10 @@ def _row(
     return row
 
 
-def _option(candidate: Candidate, result: Compiled, row: Row, written: Mapping) -> Option:
+def _option(candidate: Candidate, result: Compiled, row: Row, written: Settings) -> Option:
     """What the pick sees of one candidate's row."""
     return Option(
         candidate, row.timing, result.temp_bytes, row.error, differs=row.differs,
         written=is_written(candidate, written), program=result.program,
-        changes=changes(candidate, written.get("unroll")),
+        changes=changes(candidate, written),
     )  # fmt: skip

@@ -21,7 +21,7 @@ from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags
 from scanrewrite.tune._select import TuneError
 
 if TYPE_CHECKING:
-    from scanrewrite.runtime._override import Site
+    from scanrewrite.runtime import Site
     from scanrewrite.tune._report import TuneReport
     from scanrewrite.tune._writeback import FileChange
 
@@ -214,12 +214,8 @@ def _imports(change: FileChange, removed: str, added: str) -> None:
 
 
 def _off(pick, written) -> bool:
-    """Whether writing `pick` changes the call (a checkpoint mode or levels is only ever a
-    candidate where it differs from the written one)."""
-    return (
-        pick.original or pick.unroll != written.get("unroll") or pick.checkpoint is not None or pick.levels is not None
-        or pick.store is not None
-    )
+    """Whether writing `pick` changes the call, which wrote `written`."""
+    return pick.original or bool(pick.changes(written))
 
 
 def _plural(count: int, noun: str) -> str:

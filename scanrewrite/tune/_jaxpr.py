@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from scanrewrite.runtime._compat import sub_jaxprs
-from scanrewrite.runtime._override import Site
+from scanrewrite.runtime import Site, sub_jaxprs
 
 
 def _site_of(eqn: Any, sites: Mapping[tuple[str, int], Site]) -> Site | None:

@@ -21,10 +21,7 @@ import jax
 import numpy as np
 from jax.experimental.compilation_cache import compilation_cache
 
-import scanrewrite.runtime
-from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
-from scanrewrite.runtime._override import Sites
-from scanrewrite.targets import RUNTIME_POLICIES
+from scanrewrite.runtime import ORIGINAL, Site, Sites, override, record_sites
 from scanrewrite.tune._select import Candidate, Timing, TuneError
 from scanrewrite.tune._verify import Comparison, Tolerance, compare, flat, to_host
 
@@ -32,17 +29,6 @@ from scanrewrite.tune._verify import Comparison, Tolerance, compare, flat, to_ho
 #: the configuration with every site as the scan it replaced.
 Config = tuple[tuple[Site, Candidate], ...]
 BASELINE: Any = "lax.scan"
-
-
-def checkpoint_value(name: str) -> Any:
-    """The value a checkpoint mode of `--policies` names (`none`, `checkpoint` or a policy)."""
-    if name == "none":
-        return False
-    if name == "checkpoint":
-        return True
-    if name in RUNTIME_POLICIES:
-        return getattr(scanrewrite.runtime, name)
-    return getattr(jax.checkpoint_policies, name)
 
 
 @contextlib.contextmanager
@@ -54,14 +40,7 @@ def applied(config: Config | str) -> Iterator[None]:
             stack.enter_context(override(unroll=ORIGINAL))
         else:
             for site, candidate in config:
-                settings: dict[str, Any] = {"unroll": ORIGINAL if candidate.original else candidate.unroll}
-                if candidate.checkpoint is not None:
-                    settings["checkpoint"] = checkpoint_value(candidate.checkpoint)
-                if candidate.levels is not None:
-                    settings["levels"] = candidate.levels
-                if candidate.store is not None:
-                    settings["store"] = candidate.store
-                stack.enter_context(override(sites=[site], **settings))
+                stack.enter_context(override(candidate, sites=[site]))
         yield
 
 

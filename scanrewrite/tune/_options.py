@@ -75,6 +75,11 @@ def _listed(values: Any) -> str:
     return ",".join(map(str, values))
 
 
+def _modes(values: Any) -> str:
+    """Checkpoint modes as `--policies` takes them (`False` is `none`, `True` `checkpoint`)."""
+    return ",".join({False: "none", True: "checkpoint"}.get(mode, mode) for mode in values)
+
+
 @dataclass(frozen=True)
 class _Count(Kind):
     """An int of at least `least` (`repeats` and `compile_threads` 1, `warmup` 0)."""
@@ -151,7 +156,7 @@ class TuneOptions:
     #: Checkpoint modes tried besides the written one, with every k, at every site but
     #: `eqxi_scan` ones (which have none).
     checkpoints: tuple[str, ...] = option(
-        _Parsed(parse_policies, "MODES", _listed),
+        _Parsed(parse_policies, "MODES", _modes),
         (),
         f"Checkpoint modes to try too, comma-separated: {_MODES}.",
         flags=(Flag("policies"),),

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.runtime._override import Site
+from scanrewrite.runtime import Settings, Site
 from scanrewrite.targets import TARGETS
 from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
 from scanrewrite.tune._verify import Comparison, Tolerance
@@ -102,8 +102,8 @@ class SiteReport:
     site: Site
     #: The runtime function called there, as `record_sites` names it (`"scan"`, `"nnx_scan"`, ...).
     kind: str
-    #: The settings the call wrote (`unroll`; `checkpoint` and `levels` but for `eqxi_scan`).
-    written: dict[str, Any]
+    #: The settings the call wrote (`levels` None at an `eqxi_scan`, which takes none).
+    written: Settings
     #: lax.scan at every site, timed in the same interleaved rounds as `rows`.
     baseline: Row
     rows: list[Row]
@@ -124,7 +124,7 @@ class SiteReport:
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         heading = (
-            f"{name(self.site)} ({self.kind}, written unroll={self.written.get('unroll')!r}): "
+            f"{name(self.site)} ({self.kind}, written unroll={self.written.unroll!r}): "
             + (f"pick {self._name(self.pick)} ({self.reason})" if self.pick else f"no pick ({self.reason})")
         )
         lines = [heading, HEADER.format(what="candidate"), self.baseline.cells(self.baseline)]
@@ -179,7 +179,7 @@ class TuneReport:
     @property
     def unroll_picks(self) -> dict[Site, int | None]:
         """Each site's picked `unroll` (None where the original scan is picked)."""
-        return {site: candidate.unroll for site, candidate in self.picks.items()}
+        return {site: None if candidate.original else candidate.unroll for site, candidate in self.picks.items()}
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         """Every site's table, then the whole program's; sites named by `name(site)`."""

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scanrewrite.settings import NAMES, ORIGINAL, Settings
 from scanrewrite.targets import ALL_POLICIES
 
 #: The chunk sizes tried by default.
@@ -29,21 +30,12 @@ DEFAULT_LEVELS: tuple[int | str, ...] = (1, 2, "auto")
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One setting tried at a site: `unroll=k`, a checkpoint mode and `levels` (or those
-    written); or the scan the rewrite replaced (`unroll` None)."""
+class Candidate(Settings):
+    """One setting tried at a site: the `Settings` written there if picked, each None where
+    the written one stays; or the scan the rewrite replaced (`unroll` `ORIGINAL`). Being
+    `Settings`, it is what `scanrewrite.runtime.override` applies and what the write-back
+    writes."""
 
-    #: None: the call the rewrite replaced at this site (`jax.lax.scan`, `flax.nnx.scan`, ...).
-    unroll: int | None
-    #: None: as the call wrote it; `"none"`: `checkpoint=False`; `"checkpoint"`:
-    #: `checkpoint=True`; else the name of a policy in `targets.ALL_POLICIES`.
-    checkpoint: str | None = None
-    #: None: as the call wrote it; else an int >= 1 or `"auto"`.
-    levels: int | str | None = None
-    #: None: as the call wrote it (none stored); else the last steps whose residuals are kept
-    #: (`store=`). `store` = the scan's length is the for-loop's program (every step
-    #: straight-line on an accelerator, nothing checkpointed).
-    store: int | None = None
     #: The site's steps, where a memory budget added the candidate for the whole scan (a policy
     #: on every step, the for-loop's program): it is named for what it is, not for a k nobody
     #: asked for. Not part of what the candidate is.
@@ -51,14 +43,15 @@ class Candidate:
 
     @property
     def original(self) -> bool:
-        return self.unroll is None
+        """Whether it is the scan the rewrite replaced."""
+        return self.unroll is ORIGINAL
 
     def __str__(self) -> str:
-        if self.unroll is None:
+        if self.original:
             return "original scan"
         if self.length is not None and self.store == self.length:
             return "for-loop program"
-        mode = {"none": "checkpoint=False", "checkpoint": "checkpoint=True"}.get(self.checkpoint, self.checkpoint)
+        mode = f"checkpoint={self.checkpoint}" if isinstance(self.checkpoint, bool) else self.checkpoint
         if self.length is not None and self.unroll == self.length and mode is not None:
             parts = [f"per-step {mode}"]
         else:
@@ -71,12 +64,12 @@ class Candidate:
 
 
 #: The scan the rewrite replaced, as a candidate.
-ORIGINAL_SCAN = Candidate(None)
+ORIGINAL_SCAN = Candidate(ORIGINAL)
 
 
 def candidates(
     ks: Sequence[int],
-    checkpoints: Sequence[str],
+    checkpoints: Sequence[bool | str],
     *,
     written: object,
     has_checkpoint: bool,
@@ -94,13 +87,13 @@ def candidates(
     ks = list(dict.fromkeys(ks))
     if isinstance(written, int) and not isinstance(written, bool) and written > 0 and written not in ks:
         ks.append(written)
-    modes: list[str | None] = [None, *(dict.fromkeys(checkpoints) if has_checkpoint else ())]
+    modes: list[bool | str | None] = [None, *(dict.fromkeys(checkpoints) if has_checkpoint else ())]
     depths: list[int | str | None] = [None, *dict.fromkeys(levels)]
     found = [
         Candidate(k, mode, depth)
         for mode in modes
         for depth in depths
-        if depth is None or (mode != "none" and (mode is not None or checkpointed))
+        if depth is None or (mode is not False and (mode is not None or checkpointed))
         for k in ks
     ]
     return found + [ORIGINAL_SCAN] if original else found
@@ -120,10 +113,10 @@ SPENDING_POLICIES = ("dots_with_no_batch_dims_and_reductions_saveable", "dots_an
 ROLLED_SPENDING_POLICIES = ("reductions_saveable",)
 
 
-def spending_policies(checkpoints: Sequence[str]) -> tuple[str, ...]:
+def spending_policies(checkpoints: Sequence[bool | str]) -> tuple[str, ...]:
     """The policies a budget tries per step: `SPENDING_POLICIES` and the policies named in
-    `checkpoints` (not `none` or `checkpoint`)."""
-    return tuple(dict.fromkeys([*SPENDING_POLICIES, *(c for c in checkpoints if c in ALL_POLICIES)]))
+    `checkpoints` (not `True` or `False`)."""
+    return tuple(dict.fromkeys([*SPENDING_POLICIES, *(c for c in checkpoints if isinstance(c, str))]))
 
 
 def spending(
@@ -197,16 +190,21 @@ def parse_levels(text: str | Sequence[int | str]) -> tuple[int | str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def parse_policies(text: str | Sequence[str]) -> tuple[str, ...]:
-    """Checkpoint modes to try besides the written one: `none` (`checkpoint=False`),
-    `checkpoint` (`True`), or names of `jax.checkpoint_policies` or of the runtime's own policies
-    (`RUNTIME_POLICIES`); comma-separated in a string."""
+#: The checkpoint modes of `--policies` that name no policy, as `Settings.checkpoint` holds them.
+MODES = {"none": False, "checkpoint": True}
+
+
+def parse_policies(text: str | Sequence[bool | str]) -> tuple[bool | str, ...]:
+    """Checkpoint modes to try besides the written one, as `Settings.checkpoint` holds them:
+    `none` is `False` (no checkpoint), `checkpoint` is `True`, and names of
+    `jax.checkpoint_policies` or of the runtime's own policies (`RUNTIME_POLICIES`) stay names;
+    comma-separated in a string."""
     names = [name.strip() for name in text.split(",") if name.strip()] if isinstance(text, str) else list(text)
-    known = ("none", "checkpoint", *ALL_POLICIES)
+    known = (*MODES, *ALL_POLICIES)
     for name in names:
-        if name not in known:
+        if not isinstance(name, bool) and name not in known:
             raise TuneError(f"unknown checkpoint mode {name!r}; choose from {', '.join(known)}")
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(MODES.get(name, name) if isinstance(name, str) else name for name in names))
 
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -321,17 +319,13 @@ class Option:
         return 0 if self.written else 1
 
 
-def changes(candidate: Candidate, unroll: object) -> int:
+def changes(candidate: Candidate, written: Settings) -> int:
     """How many of a call's settings (`unroll`, `checkpoint`, `levels`, `store`) writing
-    `candidate` back changes, the call having written `unroll`; the original scan changes all."""
+    `candidate` back changes, the call having written `written` (`Settings.changes`); the
+    original scan changes all."""
     if candidate.original:
-        return 4
-    return sum([
-        candidate.unroll != unroll or isinstance(unroll, bool),
-        candidate.checkpoint is not None,
-        candidate.levels is not None,
-        candidate.store is not None,
-    ])
+        return len(NAMES)
+    return len(candidate.changes(written))
 
 
 #: The reason given when no candidate fits the memory budget.

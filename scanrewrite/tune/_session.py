@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from scanrewrite.runtime import Site
+from scanrewrite.runtime import Settings, Site
 from scanrewrite.tune._candidates import SiteCandidates
 from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._options import TuneOptions
@@ -53,15 +52,6 @@ class Session:
         self.program.forget([BASELINE, (), self.config(self.picks)])
 
 
-def is_written(candidate: Candidate, written: Mapping[str, Any]) -> bool:
-    """Whether `candidate` is the setting the call already has: its `unroll` (an int) and
-    nothing else."""
-    unroll = written.get("unroll")
-    return (
-        not candidate.original
-        and candidate.checkpoint is None
-        and candidate.levels is None
-        and candidate.store is None
-        and not isinstance(unroll, bool)
-        and candidate.unroll == unroll
-    )
+def is_written(candidate: Candidate, written: Settings) -> bool:
+    """Whether `candidate` is the setting the call already has (it changes none of them)."""
+    return not candidate.original and not candidate.changes(written)

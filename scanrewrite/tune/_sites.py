@@ -8,8 +8,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from scanrewrite.runtime import Site
-from scanrewrite.runtime._override import Sites
+from scanrewrite.runtime import Site, Sites
 from scanrewrite.tune._jaxpr import narrowest_float, scan_lengths
 from scanrewrite.tune._measure import BASELINE, Program
 from scanrewrite.tune._options import TuneOptions
