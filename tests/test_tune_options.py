@@ -15,9 +15,16 @@ from pathlib import Path
 import click
 import pytest
 
+from scanrewrite.tune._budget import Budget
 from scanrewrite.tune._command import main
-from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags, markdown_table, merged
-from scanrewrite.tune._select import Budget, TuneError
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._options import (
+    TUNE_OPTIONS,
+    TuneOptions,
+    from_flags,
+    markdown_table,
+    merged,
+)
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "tuning.md"
 BEGIN, END = "<!-- tune-options: made by scanrewrite.tune._options.markdown_table -->\n", "\n<!-- end tune-options -->"

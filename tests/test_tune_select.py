@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from scanrewrite.tune._select import (
-    OVER_BUDGET,
-    Budget,
-    Candidate,
-    Option,
-    Timing,
-    TuneError,
+from scanrewrite.settings import ORIGINAL, Original, Settings
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import (
     ORIGINAL_SCAN,
+    ROLLED_SPENDING_POLICIES,
+    Candidate,
     candidates,
-    changes,
-    choose,
+    default_stores,
+    spending,
+    spending_policies,
+)
+from scanrewrite.tune._choose import OVER_BUDGET, Option, Timing, changes, choose
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._options import (
     parse_ks,
     parse_levels,
     parse_policies,
     parse_stores,
-    spending,
 )
-from scanrewrite.settings import ORIGINAL, Original, Settings
-from scanrewrite.tune._select import ROLLED_SPENDING_POLICIES, default_stores, spending_policies
 
 
 @pytest.mark.parametrize(

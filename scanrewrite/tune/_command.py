@@ -17,8 +17,8 @@ import click
 from scanrewrite.files import display_path
 from scanrewrite.flags import with_flags
 from scanrewrite.output import color_diff
+from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags
-from scanrewrite.tune._select import TuneError
 
 if TYPE_CHECKING:
     from scanrewrite.runtime import Site

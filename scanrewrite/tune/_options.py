@@ -13,24 +13,73 @@ Pure data and checks: it imports no jax, so that `scanrewrite-tune --help` needs
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scanrewrite.options import Flag, Kind, Option, option, table
-from scanrewrite.targets import RUNTIME_POLICIES
-from scanrewrite.tune._select import (
-    DEFAULT_KS,
-    DEFAULT_LEVELS,
-    Budget,
-    TuneError,
-    parse_ks,
-    parse_levels,
-    parse_policies,
-    parse_stores,
-)
+from scanrewrite.targets import ALL_POLICIES, RUNTIME_POLICIES
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import DEFAULT_KS, DEFAULT_LEVELS
+from scanrewrite.tune._errors import TuneError
 
 __all__ = ["TUNE_OPTIONS", "TuneOptions", "from_flags", "markdown_table", "merged"]
+
+
+def parse_stores(text: str | Sequence[int]) -> tuple[int, ...] | None:
+    """The stored steps to try under a budget: positive ints, comma-separated in a string;
+    `"auto"` (None: `default_stores` of each site's length) or `""` (none)."""
+    if isinstance(text, str):
+        if text.strip() == "auto":
+            return None
+        values: list = [part.strip() for part in text.split(",") if part.strip()]
+        values = [int(v) if v.isdigit() else v for v in values]
+    else:
+        values = list(text)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TuneError(f"stored steps are positive ints or 'auto', got {value!r}")
+    return tuple(dict.fromkeys(values))
+
+
+def parse_ks(values: Sequence[int]) -> tuple[int, ...]:
+    """`values` checked as chunk sizes (positive ints)."""
+    for k in values:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise TuneError(f"chunk sizes are positive ints, got {k!r}")
+    if not values:
+        raise TuneError("no chunk sizes to try")
+    return tuple(dict.fromkeys(values))
+
+
+def parse_levels(text: str | Sequence[int | str]) -> tuple[int | str, ...]:
+    """The levels to try: positive ints or `auto`; comma-separated in a string."""
+    values = [part.strip() for part in text.split(",") if part.strip()] if isinstance(text, str) else list(text)
+    found: list[int | str] = []
+    for value in values:
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise TuneError(f"levels are positive ints or 'auto', got {value!r}")
+        found.append(value)
+    return tuple(dict.fromkeys(found))
+
+
+#: The checkpoint modes of `--policies` that name no policy, as `Settings.checkpoint` holds them.
+MODES = {"none": False, "checkpoint": True}
+
+
+def parse_policies(text: str | Sequence[bool | str]) -> tuple[bool | str, ...]:
+    """Checkpoint modes to try besides the written one, as `Settings.checkpoint` holds them:
+    `none` is `False` (no checkpoint), `checkpoint` is `True`, and names of
+    `jax.checkpoint_policies` or of the runtime's own policies (`RUNTIME_POLICIES`) stay names;
+    comma-separated in a string."""
+    names = [name.strip() for name in text.split(",") if name.strip()] if isinstance(text, str) else list(text)
+    known = (*MODES, *ALL_POLICIES)
+    for name in names:
+        if not isinstance(name, bool) and name not in known:
+            raise TuneError(f"unknown checkpoint mode {name!r}; choose from {', '.join(known)}")
+    return tuple(dict.fromkeys(MODES.get(name, name) if isinstance(name, str) else name for name in names))
 
 
 def _checked(parse: Any) -> Any:

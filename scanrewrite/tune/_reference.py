@@ -7,11 +7,11 @@ Every candidate is checked against the original's outputs (`Program.reference`) 
 from __future__ import annotations
 
 from scanrewrite.tune import _rounding
+from scanrewrite.tune._compile import BASELINE, Compiled, Config, Program
+from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._jaxpr import differing_site
-from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._options import TuneOptions
 from scanrewrite.tune._progress import Progress
-from scanrewrite.tune._select import TuneError
 from scanrewrite.tune._sites import Found
 from scanrewrite.tune._verify import Tolerance
 

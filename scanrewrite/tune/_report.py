@@ -8,7 +8,9 @@ from typing import Any
 
 from scanrewrite.runtime import Settings, Site
 from scanrewrite.targets import TARGETS
-from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import Candidate
+from scanrewrite.tune._choose import OVER_BUDGET, Timing
 from scanrewrite.tune._verify import Comparison, Tolerance
 
 #: The API each runtime function replaces, by the name `record_sites` gives it.

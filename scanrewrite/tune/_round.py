@@ -1,8 +1,9 @@
 """One site's round: its candidates compiled with the other sites held at their picks (or as
 written), those that spend memory predicted first, all timed interleaved with the original.
 
-The stages of a round, in order: `_compile` (compile), `_spend` (predict, `_predict`), the
-timing (measure, `Program.time`), and the choice (verify and choose, `_choose`)."""
+The stages of a round, in order: compile (`_compile`), predict what spends memory (`_predict`),
+measure (`_measure`, each first output verified as it comes, `_verify`), and choose (`_rows`,
+`_choose`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 from collections.abc import Sequence
 
 from scanrewrite.runtime import Site
-from scanrewrite.tune._choose import site_report
-from scanrewrite.tune._measure import Compiled
+from scanrewrite.tune._candidates import Candidate
+from scanrewrite.tune._compile import Compiled
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._measure import measure
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._progress import Steps
 from scanrewrite.tune._report import SiteReport
-from scanrewrite.tune._select import Candidate, TuneError
+from scanrewrite.tune._rows import site_report
 from scanrewrite.tune._session import Session
 
 #: A round's candidates, each with what compiling it gave, in the order compiled.
@@ -39,9 +42,10 @@ def tune_site(session: Session, site: Site, steps: Steps) -> SiteReport:
     over = _over_budget(session, site, results)
     ok = [result for _, result in results if result.error is None and id(result) not in over]
     options = session.options
-    timings = session.program.time(
-        [session.baseline, *ok], options.repeats, options.warmup, lambda: steps.advance(f"timing {where}")
-    )
+    timings = measure(
+        session.program, [session.baseline, *ok], options.repeats, options.warmup,
+        lambda: steps.advance(f"timing {where}"),
+    )  # fmt: skip
     if isinstance(timings[0], str):
         raise TuneError(f"the function with every site as lax.scan {timings[0]}")
     timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}

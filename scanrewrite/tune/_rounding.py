@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scanrewrite.runtime import Call, Site
-from scanrewrite.tune._measure import Compiled, Config, Program
-from scanrewrite.tune._select import ORIGINAL_SCAN, SPENDING_APIS, Candidate
+from scanrewrite.tune._candidates import ORIGINAL_SCAN, SPENDING_APIS, Candidate
+from scanrewrite.tune._compile import Compiled, Config, Program
 from scanrewrite.tune._verify import rounding_of, to_host
 
 

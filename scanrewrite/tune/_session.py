@@ -7,11 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scanrewrite.runtime import Settings, Site
-from scanrewrite.tune._candidates import SiteCandidates
-from scanrewrite.tune._measure import BASELINE, Compiled, Config, Program
+from scanrewrite.tune._candidates import Candidate, SiteCandidates
+from scanrewrite.tune._compile import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._options import TuneOptions
 from scanrewrite.tune._report import SiteReport
-from scanrewrite.tune._select import Candidate
 from scanrewrite.tune._sites import Found
 
 

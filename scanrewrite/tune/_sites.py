@@ -8,11 +8,12 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from scanrewrite.runtime import Site, Sites
+from scanrewrite.runtime import Site, Sites, named_policy
+from scanrewrite.targets import ALL_POLICIES
+from scanrewrite.tune._compile import BASELINE, Program
+from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._jaxpr import narrowest_float, scan_lengths
-from scanrewrite.tune._measure import BASELINE, Program
 from scanrewrite.tune._options import TuneOptions
-from scanrewrite.tune._select import TuneError
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,14 @@ class Found:
     @property
     def sites(self) -> list[Site]:
         return list(self.calls)
+
+    def written_mode(self, site: Site) -> bool | str | None:
+        """The checkpoint mode the call at `site` wrote, as a `Settings` holds it: `True`,
+        `False` or a policy's name (None if it wrote a policy of its own)."""
+        checkpoint = self.calls[site].settings.checkpoint
+        if isinstance(checkpoint, bool):
+            return checkpoint
+        return next((name for name in ALL_POLICIES if named_policy(name) is checkpoint), None)
 
     @property
     def narrow(self) -> bool:

@@ -1,10 +1,18 @@
 """`tune`: measure each rewritten site's candidates with the others held fixed, and pick.
 
-A pipeline of stages, each in the module its name says: find the sites (`_sites`), list the
-candidates (`_candidates`), compile and check the reference (`_reference`), then site by site
-a round (`_round`: compile, predict, measure, verify and choose, `_choose`), and last the
-whole program at its picks (`_whole`). Writing the picks back is the command's
-(`_writeback`)."""
+A pipeline of stages, each in the module its name says:
+
+1. find the sites (`_sites`);
+2. list the candidates (`_candidates`);
+3. compile and check the reference, the original (`_reference`, `_rounding`);
+4. site by site, a round (`_round`): compile (`_compile`), predict what spends memory
+   (`_predict`), measure (`_measure`), verify (`_verify`), choose (`_rows`, `_choose`);
+5. the whole program at its picks (`_whole`);
+6. write back, which is the command's (`_writeback`).
+
+The stages share one `Session` (`_session`), which only the rounds' picks change; the options
+are one `TuneOptions` (`_options`).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +23,7 @@ from typing import Any
 import jax
 
 from scanrewrite.tune._candidates import list_candidates
-from scanrewrite.tune._measure import Compiled, Program
+from scanrewrite.tune._compile import Compiled, Program
 from scanrewrite.tune._options import TuneOptions, merged
 from scanrewrite.tune._progress import Progress, Silent, Steps
 from scanrewrite.tune._reference import compile_reference, rounding_references

@@ -7,7 +7,8 @@ import time
 
 import jax
 
-from scanrewrite.tune._measure import BASELINE
+from scanrewrite.tune._compile import BASELINE
+from scanrewrite.tune._measure import measure
 from scanrewrite.tune._progress import Progress
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
 from scanrewrite.tune._session import Session
@@ -20,8 +21,8 @@ def measure_whole(session: Session, progress: Progress) -> list[Row]:
     final = session.config(session.picks)
     entries = [program.compile(config) for config in [BASELINE, (), *([final] if final != () else [])]]
     progress.begin(options.repeats, "whole program")
-    timings = program.time(
-        entries, options.repeats, options.warmup, lambda: progress.advance("timing every site at its pick")
+    timings = measure(
+        program, entries, options.repeats, options.warmup, lambda: progress.advance("timing every site at its pick")
     )
     labels = ["lax.scan at every site", "as written", "every site at its pick"]
     if final == ():

@@ -22,7 +22,7 @@ from scanrewrite.files import (
 )
 from scanrewrite.output import unified_diff
 from scanrewrite.runtime import Site
-from scanrewrite.tune._select import Candidate
+from scanrewrite.tune._candidates import Candidate
 
 if TYPE_CHECKING:
     from scanrewrite.codemod import ImportChanges
