@@ -29,9 +29,10 @@ from scanrewrite.files import (
     formatter_line_length,
     read_config,
 )
+from scanrewrite.flags import with_flags
 from scanrewrite.interrupts import ending_by_signal
 from scanrewrite.mode import Mode, WriteBack
-from scanrewrite.options import OPTIONS, Flag, Kind, Option, Options
+from scanrewrite.options import OPTIONS, Options
 from scanrewrite.output import color_diff
 from scanrewrite.report import FileResult, Report
 from scanrewrite.targets import TARGETS
@@ -121,42 +122,8 @@ def _either(ctx: click.Context, first: str, second: str, a: object, b: object) -
     return (a, None) if a_wins else (None, b)
 
 
-class _OptionType(click.ParamType):
-    """The values of a `scanrewrite.options.Kind`, as click's type: text (from the command
-    line, or a string from TOML) is parsed, any other value from TOML checked."""
-
-    def __init__(self, kind: Kind) -> None:
-        self.kind = kind
-        self.name = kind.metavar
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
-        try:
-            return self.kind.parse(value) if isinstance(value, str) else self.kind.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-def _flag(option: Option, flag: Flag) -> Callable[[Callable], Callable]:
-    """The click option of `flag`, which sets `option`."""
-    help = flag.help or option.help
-    if flag.constant is not None:
-        return click.option(f"--{flag.name}", is_flag=True, help=help)
-    kind = flag.kind or option.kind
-    settings: dict[str, object] = {"type": _OptionType(kind), "metavar": kind.metavar}
-    if flag.default_help is not None:
-        help = f"{help.removesuffix('.')} [default: {flag.default_help}]."
-    elif option.default is not None:
-        settings.update(default=kind.show(option.default), show_default=True)
-    return click.option(f"--{flag.name}", help=help, **settings)
-
-
-def _rewrite_flags(function: Callable) -> Callable:
-    """`function` with the flags of every option in `scanrewrite.options.OPTIONS`, in the
-    table's order."""
-    for option in reversed(OPTIONS):
-        for flag in reversed(option.flags):
-            function = _flag(option, flag)(function)
-    return function
+#: `function` with the flags of every option in `scanrewrite.options.OPTIONS`, in the table's order.
+_rewrite_flags = with_flags(OPTIONS)
 
 
 def _options(ctx: click.Context, flags: dict[str, object]) -> dict[str, object]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from scanrewrite.targets import ALL_POLICIES, CHECKPOINT_POLICIES, DEFAULT_TARGETS, RUNTIME_POLICIES, TARGET_NAMES, select
 
-__all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options", "merged"]
+__all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options", "merged", "option", "table"]
 
 
 class Kind:
@@ -190,7 +190,7 @@ class Option:
             raise ValueError(f"`{self.name}`{' ' if message.startswith('must') else ': '}{message}") from None
 
 
-def _option(
+def option(
     kind: Kind,
     default: Any,
     help: str,
@@ -199,7 +199,8 @@ def _option(
     runner: bool = True,
     reverts: bool = False,
 ) -> Any:
-    """A field of `Options`; `flags` None: one flag named as the field."""
+    """A field of an options dataclass (`Options`, the tuner's `TuneOptions`); `flags` None: one
+    flag named as the field."""
     metadata = {"option": (kind, help, flags, runner, reverts)}
     return field(default=default, metadata=metadata)
 
@@ -220,7 +221,7 @@ class Options:
     """
 
     #: Steps per chunk, written as `unroll=N` into every rewritten call.
-    unroll: int = _option(
+    unroll: int = option(
         PositiveInt(),
         4,
         "Steps per chunk: the unroll=N written into every rewritten call.",
@@ -228,7 +229,7 @@ class Options:
     #: None leaves the runtime's default (checkpointed); ``"none"`` writes
     #: `checkpoint=False`; a policy name writes `jax.checkpoint_policies.NAME`, or
     #: `scanrewrite.runtime.NAME` for one of the runtime's own.
-    checkpoint: str | None = _option(
+    checkpoint: str | None = option(
         Choice(("none", *ALL_POLICIES), none=True),
         None,
         f"Write checkpoint=False (none) or a checkpoint policy into every rewritten call that takes it: {_POLICIES}.",
@@ -247,13 +248,13 @@ class Options:
     )
     #: None writes no `levels=`; a positive int or ``"auto"`` writes it into every
     #: rewritten call of a target that takes it (`jax.lax.scan`).
-    levels: int | str | None = _option(
+    levels: int | str | None = option(
         Levels(),
         None,
         'Write levels=N (or levels="auto") into every rewritten call: nested checkpointing (eqxi.scan calls get none).',
     )
     #: The names of the APIs whose calls are rewritten (`scanrewrite.targets`).
-    targets: tuple[str, ...] = _option(
+    targets: tuple[str, ...] = option(
         Targets(),
         DEFAULT_TARGETS,
         f"The APIs whose calls are rewritten, comma-separated, out of {', '.join(TARGET_NAMES)}. "
@@ -262,7 +263,7 @@ class Options:
     )
     #: The formatters' line length: a call the transform makes longer or shorter is laid
     #: out as they would (see `scanrewrite.codemod.rewrite`); None keeps the layout it had.
-    line_length: int | None = _option(
+    line_length: int | None = option(
         PositiveInt(none=True),
         88,
         "The formatters' line length: a rewritten call that no longer fits is split as ruff format and black split it.",
@@ -277,7 +278,7 @@ class Options:
     )
     #: The project's own top-level packages and modules, which import sorters call
     #: first-party: the added import goes before them (see `scanrewrite.codemod.rewrite`).
-    first_party: frozenset[str] = _option(
+    first_party: frozenset[str] = option(
         Names(),
         frozenset(),
         "The project's own top-level packages, which import sorters put after the added import.",
@@ -291,9 +292,11 @@ class Options:
             object.__setattr__(self, option.name, option.check(getattr(self, option.name)))
 
 
-def _table() -> tuple[Option, ...]:
+def table(options: type) -> tuple[Option, ...]:
+    """The options that the fields of `options`, a dataclass whose fields are each made by
+    `option`, define: in the order of its fields."""
     rows = []
-    for each in dataclasses.fields(Options):
+    for each in dataclasses.fields(options):
         kind, help, flags, runner, reverts = each.metadata["option"]
         flags = (Flag(each.name.replace("_", "-")),) if flags is None else flags
         rows.append(Option(each.name, kind, each.default, help, flags, runner, reverts))
@@ -302,7 +305,7 @@ def _table() -> tuple[Option, ...]:
 
 #: The options, in the order of `Options`' fields: the table the command line, its
 #: configuration and libcst's runner are made from.
-OPTIONS: tuple[Option, ...] = _table()
+OPTIONS: tuple[Option, ...] = table(Options)
 
 
 def merged(options: Options | None, changes: Mapping[str, Any]) -> Options:

@@ -86,7 +86,7 @@ def _everything(source: bytes, options: dict[str, object]) -> list[object]:
     found: list[object] = [result]
     if result.changed:
         found += [revert(result.code), read_unroll(result.code)]
-        found.append(set_settings(result.code, {call.line: Settings(2, "none", 2) for call in result.rewritten}))
+        found.append(set_settings(result.code, {call.line: Settings(2, False, 2) for call in result.rewritten}))
     return found
 
 

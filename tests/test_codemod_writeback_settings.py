@@ -58,7 +58,7 @@ SETTINGS = [
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=True, levels=2)
         """,
-        {3: Settings(3, "none", "auto")},
+        {3: Settings(3, False, "auto")},
         """\
         import scanrewrite.runtime
 
@@ -73,7 +73,7 @@ SETTINGS = [
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=False, levels=2)
         """,
-        {3: Settings(4, "checkpoint", 1)},
+        {3: Settings(4, True, 1)},
         """\
         import scanrewrite.runtime
 
@@ -90,7 +90,7 @@ SETTINGS = [
         def f(step_function, initial_state, inputs):
             return scanrewrite.runtime.scan(step_function, initial_state, inputs, unroll=4)
         """,
-        {5: Settings(4, "none", 2)},
+        {5: Settings(4, False, 2)},
         """\
         import scanrewrite.runtime
 
@@ -113,7 +113,7 @@ SETTINGS = [
                 step_function, initial_state, inputs, unroll=4, checkpoint=False, levels=2
             )
         """,
-        {5: Settings(4, "checkpoint", 1)},
+        {5: Settings(4, True, 1)},
         """\
         import scanrewrite.runtime
 
@@ -160,7 +160,7 @@ SETTINGS = [
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
         """,
-        {3: Settings(16, "none")},
+        {3: Settings(16, False)},
         """\
         import scanrewrite.runtime
 
@@ -238,7 +238,7 @@ def test_set_settings(before: str, picks: dict[int, Settings], after: str, line_
     [
         pytest.param(
             "y = scanrewrite.runtime.scan(f, c, xs, unroll=4, checkpoint=policy)\n",
-            Settings(4, "none"),
+            Settings(4, False),
             "checkpoint is written as an expression (`policy`), not a value: set it by hand",
             id="checkpoint expression",
         ),
@@ -256,7 +256,7 @@ def test_set_settings(before: str, picks: dict[int, Settings], after: str, line_
         ),
         pytest.param(
             "y = scanrewrite.runtime.eqxi_scan(f, c, xs, kind='lax', unroll=4)\n",
-            Settings(4, "none"),
+            Settings(4, False),
             "equinox.internal.scan takes no checkpoint",
             id="eqxi_scan takes no checkpoint",
         ),
@@ -335,7 +335,7 @@ def test_write_picks_reaches_a_partial_by_the_line_that_applies_it() -> None:
             return jax.jit(partial(scanrewrite.runtime.scan, step, unroll=4))(init, xs)
         """
     )
-    result = write_picks(source, {8: Settings(2, "none"), 12: None, 9: Settings(1)})
+    result = write_picks(source, {8: Settings(2, False), 12: None, 9: Settings(1)})
     assert result.code.decode() == textwrap.dedent(
         """\
         from functools import partial

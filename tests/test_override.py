@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.runtime
-from scanrewrite.runtime import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime import ORIGINAL, Settings, Site, override, record_sites
 from scanrewrite.runtime._compat import make_user_context
 from scanrewrite.runtime._override import Call, resolve
 from tests.test_runtime import pinned_layout
@@ -138,14 +138,14 @@ def test_overrides_nest(outer, inner, expected):
     name = lambda kw: {**kw, "sites": [names[s] for s in kw["sites"]]} if "sites" in kw else kw
     with override(**name(outer)), override(**name(inner)):
         for key, (unroll, checkpoint) in expected.items():
-            resolved = resolve(names[key], api="scan", unroll=1, checkpoint=True)
-            assert resolved == {"unroll": unroll, "checkpoint": checkpoint}
-    assert resolve(names["A"], api="scan", unroll=1, checkpoint=True) == {"unroll": 1, "checkpoint": True}
+            resolved = resolve(names[key], Settings(unroll=1, checkpoint=True), api="scan")
+            assert resolved == Settings(unroll=unroll, checkpoint=checkpoint)
+    assert resolve(names["A"], Settings(unroll=1, checkpoint=True), api="scan") == Settings(unroll=1, checkpoint=True)
 
 
 def test_eqxi_scan_calls_ignore_a_checkpoint_override():
     with override(checkpoint=False, unroll=3):
-        assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 3}
+        assert resolve(site("site A"), Settings(unroll=1), api="scan") == Settings(unroll=3)
 
 
 def test_record_sites_finds_the_calls_of_a_function_compiled_before():
@@ -156,8 +156,8 @@ def test_record_sites_finds_the_calls_of_a_function_compiled_before():
     with record_sites() as found:
         fn(*args)
     assert found == {
-        site("site A"): Call("scan", {"unroll": 1, "checkpoint": True, "levels": 1}),
-        site("site B"): Call("scan", {"unroll": 2, "checkpoint": True, "levels": 1}),
+        site("site A"): Call("scan", Settings(1, True, 1, 0)),
+        site("site B"): Call("scan", Settings(2, True, 1, 0)),
     }
     assert list(found) == [site("site A"), site("site B")]
     with record_sites() as nothing:
@@ -170,8 +170,8 @@ def test_a_call_is_recorded_as_the_api_its_runtime_function_names(monkeypatch: p
     its settings on (as a benchmark's counter does) records the runtime function, not itself."""
     from scanrewrite.runtime import _override
 
-    def hook(site, **settings):
-        return resolve(site, **settings)
+    def hook(site, written, **kwargs):
+        return resolve(site, written, **kwargs)
 
     monkeypatch.setattr(_override, "resolve", hook)
     with record_sites() as found:
@@ -263,15 +263,15 @@ def test_sites_are_absolute(given, expected):
 
 def test_a_single_site_may_be_given_without_a_list():
     with override(unroll=7, sites=str(site("site B"))):
-        assert resolve(site("site B"), api="scan", unroll=1)["unroll"] == 7
-        assert resolve(site("site A"), api="scan", unroll=1)["unroll"] == 1
+        assert resolve(site("site B"), Settings(unroll=1), api="scan").unroll == 7
+        assert resolve(site("site A"), Settings(unroll=1), api="scan").unroll == 1
 
 
 def test_override_state_is_left_when_the_block_raises():
     with pytest.raises(KeyError):
         with override(unroll=5):
             raise KeyError
-    assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 1}
+    assert resolve(site("site A"), Settings(unroll=1), api="scan") == Settings(unroll=1)
     assert sys.modules["scanrewrite.runtime._override"]._recorders == []
 
 
@@ -288,10 +288,10 @@ def test_without_make_user_context_an_override_clears_jax_caches_and_says_so(mon
     before = len(traces)
     with pytest.warns(RuntimeWarning, match="clear jax's caches"):
         with override(unroll=4, sites=[site("site A")]):
-            assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 4}
+            assert resolve(site("site A"), Settings(unroll=1), api="scan") == Settings(unroll=4)
             fn(*args)
     assert len(traces) > before
-    assert resolve(site("site A"), api="scan", unroll=1) == {"unroll": 1}
+    assert resolve(site("site A"), Settings(unroll=1), api="scan") == Settings(unroll=1)
     with record_sites() as found:
         fn(*args)
     assert list(found) == [site("site A"), site("site B")]
@@ -329,9 +329,9 @@ def test_a_scan_bound_with_partial_is_sited_at_the_user_line_that_applies_it():
         with record_sites() as found:
             run(h, xs)
         assert found == {
-            site("jitted partial"): Call("scan", {"unroll": 2, "checkpoint": True, "levels": 1}),
-            site("bound partial"): Call("scan", {"unroll": 3, "checkpoint": True, "levels": 1}),
-            site("vmapped"): Call("scan", {"unroll": 4, "checkpoint": True, "levels": 1}),
+            site("jitted partial"): Call("scan", Settings(2, True, 1, 0)),
+            site("bound partial"): Call("scan", Settings(3, True, 1, 0)),
+            site("vmapped"): Call("scan", Settings(4, True, 1, 0)),
         }
     # An override by that site reaches the call; the original scan computes lax.scan's numbers.
     with override(unroll=ORIGINAL, sites=[site("jitted partial"), site("bound partial"), site("vmapped")]):
@@ -361,7 +361,7 @@ def test_a_partial_unroll_and_a_later_positional_one_do_not_collide():
 
     with record_sites() as found:
         fn(h, xs)
-    assert [call.settings["unroll"] for call in found.values()] == [2, 3, 4]
+    assert [call.settings.unroll for call in found.values()] == [2, 3, 4]
     expected = (partial(jax.lax.scan, step)(h, xs, None, False, 2),) * 3
     for run in (fn, jax.jit(fn)):
         assert assert_trees_close(run(h, xs), expected, **TOL) == 6

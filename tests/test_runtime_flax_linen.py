@@ -84,7 +84,7 @@ def test_same_program(case):
     expected = program(nn.scan, **options)
     with runtime.record_sites() as sites:
         actual = program(rewritten(k, **runtime_options), **options)
-    calls = [(call.api, call.settings["unroll"]) for call in sites.values()]
+    calls = [(call.api, call.settings.unroll) for call in sites.values()]
     assert calls == [("linen_scan", k)], "the runtime's scan was not reached (as linen_scan)"
     assert assert_flax_close(actual, expected) > 10
 
@@ -96,7 +96,7 @@ def test_same_program_with_stored_steps(case):
     expected = program(nn.scan, **options)
     with runtime.record_sites() as sites:
         actual = program(rewritten(k, store=store), **options)
-    assert [call.settings["store"] for call in sites.values()] == [store]
+    assert [call.settings.store for call in sites.values()] == [store]
     assert assert_flax_close(actual, expected) > 10
 
 
@@ -132,5 +132,5 @@ def test_a_partial_unroll_and_a_later_positional_one_do_not_collide():
     expected = functools.partial(nn.scan)(*args, 2)().init(rngs, x, None)
     with runtime.record_sites() as sites:
         actual = functools.partial(runtime.linen_scan, unroll=4)(*args, 2)().init(rngs, x, None)
-    assert [call.settings["unroll"] for call in sites.values()] == [2]
+    assert [call.settings.unroll for call in sites.values()] == [2]
     assert assert_flax_close(actual, expected) > 5

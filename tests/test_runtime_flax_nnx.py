@@ -111,7 +111,7 @@ def test_same_program(case):
     expected = program(expected_scan, **options)
     with runtime.record_sites() as sites:
         actual = program(scan, **options)
-    calls = [(call.api, call.settings["unroll"]) for call in sites.values()]
+    calls = [(call.api, call.settings.unroll) for call in sites.values()]
     assert calls == [("nnx_scan", k)], "the runtime's scan was not reached (as nnx_scan)"
     assert assert_flax_close(actual, expected) > 10
 
@@ -125,7 +125,7 @@ def test_same_program_with_stored_steps(case):
     expected = program(nnx.scan, **options)
     with runtime.record_sites() as sites:
         actual = program(rewritten(k, store=store), **options)
-    assert [call.settings["store"] for call in sites.values()] == [store]
+    assert [call.settings.store for call in sites.values()] == [store]
     assert assert_flax_close(actual, expected) > 10
 
 
@@ -223,7 +223,7 @@ def test_a_partial_unroll_never_collides():
         fwd = bound(lambda x, b: b(x), unroll=3)
         x = jnp.ones((2, W), jnp.float64)
         actual = fwd(x, stack(5))
-    assert [call.settings["unroll"] for call in sites.values()] == [3]
+    assert [call.settings.unroll for call in sites.values()] == [3]
     expected = functools.partial(nnx.scan, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)(lambda x, b: b(x))(x, stack(5))
     assert assert_flax_close(actual, expected) >= 1
     for scan in (nnx.scan, runtime.nnx_scan):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from scanrewrite.runtime import ORIGINAL, Site, _staging, fori_loop, override, record_sites
+from scanrewrite.runtime import ORIGINAL, Settings, Site, _staging, fori_loop, override, record_sites
 from scanrewrite.runtime import map as runtime_map
 from scanrewrite.runtime._compat import enable_x64, typeof
 from tests.test_runtime import pinned_layout
@@ -362,8 +362,8 @@ def test_record_sites_and_override_see_both_loops():
     with record_sites() as found:
         jax.make_jaxpr(both_loops)(*args)
     assert {site: (call.api, call.settings) for site, call in found.items()} == {
-        fori_site: ("fori_loop", dict(unroll=3, checkpoint=True, levels=1)),
-        map_site: ("map", dict(unroll=2, checkpoint=True, levels=1)),
+        fori_site: ("fori_loop", Settings(unroll=3, checkpoint=True, levels=1, store=0)),
+        map_site: ("map", Settings(unroll=2, checkpoint=True, levels=1, store=0)),
     }
     with override(unroll=ORIGINAL):
         assert str(jax.make_jaxpr(both_loops)(*args)) == str(jax.make_jaxpr(lax_loops)(*args))

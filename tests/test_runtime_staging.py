@@ -4,6 +4,7 @@ Trace counts stand in for "neither retraces nor recompiles" (jax compiles a stag
 once per trace); every result is compared with `jax.lax.scan`'s.
 """
 
+import dataclasses
 import functools
 import gc
 import weakref
@@ -254,9 +255,9 @@ def test_resolve_sees_the_users_call_line_and_its_settings_reach_the_program(mon
     """The override hook gets the rewritten call's own line, and what it returns is used."""
     sites = []
 
-    def resolve(site, api, **settings):
+    def resolve(site, written, api):
         sites.append(site)
-        return {**settings, "unroll": 2}
+        return dataclasses.replace(written, unroll=2)
 
     monkeypatch.setattr(_override, "resolve", resolve)
     f = Counted()
@@ -277,11 +278,12 @@ def _line() -> int:
 
 def test_public_api_is_unchanged():
     # The loop functions, Flax's scans, the tuner's override API (scanrewrite.runtime._override)
-    # and the runtime's checkpoint policies (scanrewrite.runtime._policies).
+    # and the runtime's checkpoint policies (scanrewrite.runtime._policies); a site's settings
+    # (scanrewrite.settings) and the rest of what the tuner uses.
     assert scanrewrite.runtime.__all__ == [
-        "ORIGINAL", "Site", "dots_and_reductions_saveable", "dots_with_no_batch_dims_and_reductions_saveable",
-        "eqxi_scan", "fori_loop", "linen_scan", "map", "nnx_scan", "override", "record_sites", "reductions_saveable",
-        "scan",
+        "DEFAULTS", "ORIGINAL", "Call", "Settings", "Site", "Sites", "dots_and_reductions_saveable",
+        "dots_with_no_batch_dims_and_reductions_saveable", "eqxi_scan", "fori_loop", "linen_scan", "map",
+        "named_policy", "nnx_scan", "override", "record_sites", "reductions_saveable", "scan", "sub_jaxprs",
     ]
 
 

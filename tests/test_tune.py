@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 import scanrewrite.runtime
 import scanrewrite.tune
 from scanrewrite.runtime import Site
-from scanrewrite.tune import Candidate
+from scanrewrite.tune import ORIGINAL_SCAN, Candidate
 from scanrewrite.tune._command import main
 from tests.treecheck import assert_trees_close
 
@@ -60,11 +60,11 @@ SITE_A, SITE_B = 15, 16
 FAILS_AT_K8 = '''\
 import jax.numpy as jnp
 import scanrewrite.runtime
-from scanrewrite.runtime._override import Site, resolve
+from scanrewrite.runtime._override import Settings, Site, resolve
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 13)), api="scan", unroll=1)["unroll"] == 8:
+    if resolve(Site.parse((__file__, 13)), Settings(unroll=1), api="scan").unroll == 8:
         raise ValueError("too many steps traced at once")
     return h * x, h
 
@@ -290,8 +290,8 @@ def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
     (site,) = report.sites
     assert site.kind == "eqxi_scan" and site.site.line == line_of_marker("eqxi site")
     assert [row.label for row in site.rows] == ["k=2", "k=1 (written)", "original equinox.internal.scan"]
-    assert report.picks == {site.site: site.pick} and site.pick in (Candidate(1), Candidate(2), Candidate(None))
-    assert report.unroll_picks == {site.site: site.pick.unroll}
+    assert report.picks == {site.site: site.pick} and site.pick in (Candidate(1), Candidate(2), ORIGINAL_SCAN)
+    assert report.unroll_picks == {site.site: None if site.pick.original else site.pick.unroll}
     picked = "original equinox.internal.scan" if site.pick.original else site.pick
     assert f"{site.site} (eqxi_scan, written unroll=1): pick {picked}" in str(report)
     assert [row.label for row in report.whole][0] == "lax.scan at every site"

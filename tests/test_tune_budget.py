@@ -13,16 +13,16 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.experimental.compilation_cache import compilation_cache
 from click.testing import CliRunner
+from jax.experimental.compilation_cache import compilation_cache
 
 import scanrewrite.runtime
 import scanrewrite.tune
 from scanrewrite.tune import Candidate
+from scanrewrite.tune._candidates import ORIGINAL_SCAN
 from scanrewrite.tune._command import main
-from scanrewrite.tune._measure import BASELINE, Program
+from scanrewrite.tune._compile import BASELINE, Program
 from scanrewrite.tune._report import describe_built
-from scanrewrite.tune._select import ORIGINAL_SCAN
 from tests.test_tune import load
 from tests.treecheck import assert_trees_close
 

@@ -17,6 +17,7 @@ import jax  # noqa: E402
 import scanrewrite.runtime  # noqa: E402
 import scanrewrite.tune  # noqa: E402
 from scanrewrite.codemod import rewrite  # noqa: E402
+from scanrewrite.runtime import Settings  # noqa: E402
 from scanrewrite.tune import ORIGINAL_SCAN  # noqa: E402
 from scanrewrite.tune._writeback import plan  # noqa: E402
 from tests.test_tune import load  # noqa: E402
@@ -129,7 +130,7 @@ def test_an_nnx_scan_site_spends_memory_and_writes_back_its_pick_and_the_flax_ca
     with scanrewrite.runtime.record_sites() as found:
         actual = jax.jit(fn_after)(*args_after)
     policy = scanrewrite.runtime.dots_and_reductions_saveable
-    assert [call.settings for call in found.values()] == [dict(unroll=4, checkpoint=policy, levels=1, store=1)]
+    assert [call.settings for call in found.values()] == [Settings(unroll=4, checkpoint=policy, levels=1, store=1)]
     assert assert_trees_close(actual, jax.jit(fn)(*args), rtol=1e-5, atol=1e-6) == 5
 
 

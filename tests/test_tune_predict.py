@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from scanrewrite.tune._candidates import Candidate, spending
 from scanrewrite.tune._predict import MARGIN, anchor, bases, fill, predict, prune
-from scanrewrite.tune._select import Candidate, spending
 
 MIB = 2**20
 # A 16-step scan: k = 1 keeps 100 MiB, one stored step adds 10 MiB, chunks of 2 keep 105 MiB.

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from scanrewrite.tune._select import (
-    OVER_BUDGET,
-    Budget,
-    Candidate,
-    Option,
-    Timing,
-    TuneError,
+from scanrewrite.settings import ORIGINAL, Original, Settings
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import (
     ORIGINAL_SCAN,
+    ROLLED_SPENDING_POLICIES,
+    Candidate,
     candidates,
-    changes,
-    choose,
+    default_stores,
+    spending,
+    spending_policies,
+)
+from scanrewrite.tune._choose import OVER_BUDGET, Option, Timing, changes, choose
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._options import (
     parse_ks,
     parse_levels,
     parse_policies,
     parse_stores,
-    spending,
 )
-from scanrewrite.tune._select import ROLLED_SPENDING_POLICIES, default_stores, spending_policies
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_stored_steps_and_the_for_loop_under_a_budget():
     assert spending([1], (), 16) == []  # no stored steps, not every step either
     # A rolled policy at every k first; a policy per step, alone and with each stored count,
     # before the for-loop: the runtime's two that keep dots and reductions, then those named.
-    policies = spending_policies(["none", "checkpoint", "everything_saveable", "dots_and_reductions_saveable"])
+    policies = spending_policies([False, True, "everything_saveable", "dots_and_reductions_saveable"])
     found = spending([1, 16], (1, 8), 16, policies, ROLLED_SPENDING_POLICIES)
     assert [str(c) for c in found] == [
         "k=1, reductions_saveable", "k=1, store=1", "k=1, store=8",
@@ -125,16 +126,16 @@ def test_candidates(kwargs, expected):
 
 
 def test_candidates_with_checkpoint_modes_only_where_the_call_takes_checkpoint():
-    scan = candidates([1, 2], ("none", "dots_saveable"), written=1, has_checkpoint=True)
+    scan = candidates([1, 2], (False, "dots_saveable"), written=1, has_checkpoint=True)
     assert [str(c) for c in scan] == [
         "k=1", "k=2", "k=1, checkpoint=False", "k=2, checkpoint=False", "k=1, dots_saveable", "k=2, dots_saveable",
     ]
-    eqxi = candidates([1, 2], ("none",), written=1, has_checkpoint=False)
+    eqxi = candidates([1, 2], (False,), written=1, has_checkpoint=False)
     assert eqxi == [Candidate(1), Candidate(2)]
 
 
 def test_candidates_with_levels_and_the_original():
-    found = candidates([1, 2], ("none",), written=1, has_checkpoint=True, levels=(2, "auto"), original=True)
+    found = candidates([1, 2], (False,), written=1, has_checkpoint=True, levels=(2, "auto"), original=True)
     assert [str(c) for c in found] == [
         "k=1", "k=2", "k=1, levels=2", "k=2, levels=2", "k=1, levels=auto", "k=2, levels=auto",
         # Without checkpointing, levels change nothing: not tried.
@@ -156,7 +157,9 @@ def test_parse_levels():
 
 
 def test_parse_policies_and_ks():
-    assert parse_policies("none, checkpoint,dots_saveable,") == ("none", "checkpoint", "dots_saveable")
+    # The modes that name no policy are as `Settings.checkpoint` holds them.
+    assert parse_policies("none, checkpoint,dots_saveable,") == (False, True, "dots_saveable")
+    assert parse_policies([False, "dots_saveable", "none"]) == (False, "dots_saveable")
     assert parse_policies("") == ()
     with pytest.raises(TuneError, match="unknown checkpoint mode 'dots'"):
         parse_policies("dots")
@@ -166,7 +169,7 @@ def test_parse_policies_and_ks():
 
 
 def option(
-    k: int | None,
+    k: int | Original,
     times: tuple[float, ...],
     temp: int | None,
     error: str | None = None,
@@ -218,19 +221,19 @@ def option(
             [option(1, (1.0,), 10, differs=True), option(2, (2.0,), 20)], None, 2, "fastest", id="differs-never-picked"
         ),
         pytest.param(
-            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(None, (1.05, 1.1, 1.2, 1.3), 30)], None, None,
+            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(ORIGINAL, (1.05, 1.1, 1.2, 1.3), 30)], None, ORIGINAL,
             "as fast as k=1 within noise: the rewrite does not help here", id="original-within-noise-wins",
         ),
         pytest.param(
-            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(None, (1.0, 1.1, 1.2, 1.3), 30)], 20, 1,
+            [option(1, (1.0, 1.1, 1.2, 1.3), 10), option(ORIGINAL, (1.0, 1.1, 1.2, 1.3), 30)], 20, 1,
             "fastest within the memory budget", id="original-over-budget-loses",
         ),
         pytest.param(
-            [option(1, (1.0, 1.0), 10), option(None, (2.0, 2.0), 30)], None, 1, "fastest", id="original-slower-loses"
+            [option(1, (1.0, 1.0), 10), option(ORIGINAL, (2.0, 2.0), 30)], None, 1, "fastest", id="original-slower-loses"
         ),
         pytest.param(
             # Timed apart, one program can measure apart (the first call, load); it is one program.
-            [option(8, (1.0, 1.0), 10, program="p"), option(None, (2.0, 2.0), 10, program="p")], None, None,
+            [option(8, (1.0, 1.0), 10, program="p"), option(ORIGINAL, (2.0, 2.0), 10, program="p")], None, ORIGINAL,
             "the same program as k=8: the rewrite does not help here", id="original-same-program-wins",
         ),
     ],
@@ -246,7 +249,7 @@ def test_a_tie_at_the_same_memory_goes_to_the_setting_closest_to_what_is_written
     # memory (on the CPU they can be one program). Writing k=2, store=2 changes one setting.
     noisy = (1.0, 1.1, 1.2, 1.3)
     stored = [
-        Option(Candidate(k, store=2), Timing(times), 10, changes=changes(Candidate(k, store=2), 2))
+        Option(Candidate(k, store=2), Timing(times), 10, changes=changes(Candidate(k, store=2), Settings(2)))
         for k, times in ((1, noisy), (4, (1.05, 1.1, 1.2, 1.3)), (2, (1.1, 1.15, 1.2, 1.3)))
     ]
     written = Option(Candidate(2), Timing((2.0, 2.1, 2.2, 2.3)), 30, written=True, changes=0)
@@ -260,12 +263,15 @@ def test_a_tie_at_the_same_memory_goes_to_the_setting_closest_to_what_is_written
 
 
 def test_changes_counts_the_settings_a_pick_writes():
-    assert changes(Candidate(2), 2) == 0
-    assert changes(Candidate(1), 2) == 1
-    assert changes(Candidate(1), True) == 1 and changes(Candidate(1), 1) == 0
-    assert changes(Candidate(2, "dots_saveable", 2, store=3), 2) == 3
-    assert changes(Candidate(8, "dots_saveable", store=3), 2) == 3
-    assert changes(ORIGINAL_SCAN, 2) == 4
+    written = Settings(2, True, 1, 0)
+    assert changes(Candidate(2), written) == 0
+    assert changes(Candidate(1), written) == 1
+    assert changes(Candidate(1), Settings(True)) == 1 and changes(Candidate(1), Settings(1)) == 0
+    assert changes(Candidate(2, "dots_saveable", 2, store=3), written) == 3
+    assert changes(Candidate(8, "dots_saveable", store=3), written) == 3
+    # A setting given as written (or as the default the call leaves) changes nothing.
+    assert changes(Candidate(2, True, 1, store=0), Settings(2)) == 0
+    assert changes(ORIGINAL_SCAN, written) == 4
 
 
 def test_choose_with_nothing_that_ran():

@@ -18,8 +18,7 @@ import jax.numpy as jnp
 import pytest
 
 import scanrewrite.tune
-from scanrewrite.runtime import Site
-from scanrewrite.runtime._override import Call
+from scanrewrite.runtime import Call, Settings, Site
 from scanrewrite.tune import ORIGINAL_SCAN, Candidate, _verify
 from scanrewrite.tune._rounding import references
 from scanrewrite.tune._verify import Tolerance, compare, flat, to_host
@@ -108,7 +107,7 @@ BREAKS_AT_K4 = '''\
 import jax
 import jax.numpy as jnp
 import scanrewrite.runtime
-from scanrewrite.runtime._override import Site, resolve
+from scanrewrite.runtime._override import Settings, Site, resolve
 
 
 def step(h, w):
@@ -116,7 +115,7 @@ def step(h, w):
 
 
 def broken_step(h, w):
-    scale = 1.5 if resolve(Site.parse((__file__, 18)), api="scan", unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.5 if resolve(Site.parse((__file__, 18)), Settings(unroll=1), api="scan").unroll == 4 else 1.0
     return jnp.tanh(h @ w) * scale, jnp.sum(h)
 
 
@@ -168,11 +167,11 @@ BF16_BREAKS_AT_K4 = '''\
 import jax
 import jax.numpy as jnp
 import scanrewrite.runtime
-from scanrewrite.runtime._override import Site, resolve
+from scanrewrite.runtime._override import Settings, Site, resolve
 
 
 def step(h, w):
-    scale = 1.25 if resolve(Site.parse((__file__, 14)), api="scan", unroll=1)["unroll"] == 4 else 1.0
+    scale = 1.25 if resolve(Site.parse((__file__, 14)), Settings(unroll=1), api="scan").unroll == 4 else 1.0
     a = jax.nn.softmax(h @ w, axis=-1)
     return jnp.tanh(a @ w.T + h) * jnp.bfloat16(scale), jnp.sum(h.astype(jnp.float32))
 
@@ -224,7 +223,7 @@ def test_the_rounding_of_a_narrow_precision_raises_the_rtol_of_wider_leaves_up_t
 
 def test_the_for_loops_program_is_a_rounding_reference_at_scan_and_flax_sites():
     apis = ("scan", "nnx_scan", "linen_scan", "eqxi_scan", "map")
-    calls = {Site("/model.py", line): Call(api, {"unroll": 1}) for line, api in enumerate(apis, 1)}
+    calls = {Site("/model.py", line): Call(api, Settings(unroll=1)) for line, api in enumerate(apis, 1)}
     _, loops = references(calls, dict.fromkeys(calls, 4))
     # Flax's scans end in one loop that stores every step as a scan's does; the others keep theirs.
     assert [candidate for _, candidate in loops] == [Candidate(4, store=4)] * 3 + [ORIGINAL_SCAN] * 2
@@ -289,7 +288,7 @@ import jax.numpy as jnp
 import numpy as np
 import scanrewrite.runtime
 from scanrewrite.runtime import ORIGINAL
-from scanrewrite.runtime._override import Site, resolve
+from scanrewrite.runtime._override import Settings, Site, resolve
 
 
 def pause():
@@ -298,7 +297,7 @@ def pause():
 
 
 def step(h, x):
-    if resolve(Site.parse((__file__, 23)), api="scan", unroll=1)["unroll"] is not ORIGINAL:
+    if resolve(Site.parse((__file__, 23)), Settings(unroll=1), api="scan").unroll is not ORIGINAL:
         h = h + jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32))
     return h * x, h
 

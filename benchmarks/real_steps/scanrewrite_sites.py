@@ -41,10 +41,10 @@ class _Count:
         self.derived: set[object] = set()
         self._resolve = _override.resolve
 
-    def resolve(self, site, **settings):
+    def resolve(self, site, written, **kwargs):
         if site is not None and _under_derivative():
             self.derived.add(site)
-        return self._resolve(site, **settings)
+        return self._resolve(site, written, **kwargs)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -34,7 +34,8 @@ base of the rewrite, the revert and the write-back):
   and the imports it leaves unused, which it removes unless the user marked them to keep;
   and `import_changes`, the imported names a file lost and gained (what `-v` reports).
 - `_rewrite`: `rewrite` and its result types.
-- `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back.
+- `_writeback`: `set_settings`, `set_unroll` and `read_unroll`, the tuner's write-back of a
+  `Settings` (`scanrewrite.settings`, shared with the runtime and the tuner, re-exported here).
 - `_spelling`: how a reverted call names its API again, and the import that needs.
 - `_revert`: `revert`, the inverse of `rewrite` (`scanrewrite --revert`), and
   `write_picks`, the tuner's write-back that reverts where the original won.
@@ -68,11 +69,12 @@ from scanrewrite.codemod._discovery import may_rewrite
 from scanrewrite.codemod._parsing import SourceError
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped, rewrite
 from scanrewrite.codemod.imports import ImportChanges, import_changes
+from scanrewrite.settings import Settings
 
 if TYPE_CHECKING:
     from scanrewrite.codemod._command import ScanRewriteCommand
     from scanrewrite.codemod._revert import revert, write_picks
-    from scanrewrite.codemod._writeback import Settings, UnrollResult, read_unroll, set_settings, set_unroll
+    from scanrewrite.codemod._writeback import UnrollResult, read_unroll, set_settings, set_unroll
 
 __all__ = [
     "ImportChanges",
@@ -102,7 +104,6 @@ _LAZY = {
     "ScanRewriteCommand": "_command",
     "revert": "_revert",
     "write_picks": "_revert",
-    "Settings": "_writeback",
     "UnrollResult": "_writeback",
     "read_unroll": "_writeback",
     "set_settings": "_writeback",

@@ -43,8 +43,9 @@ from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
-from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, Settings, UnrollResult, set_settings
+from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, UnrollResult, set_settings
 from scanrewrite.options import Options, merged
+from scanrewrite.settings import Settings
 from scanrewrite.targets import Target
 
 __all__ = ["revert", "write_picks"]

@@ -1,5 +1,5 @@
-"""The write-back: set ``unroll=`` (and ``checkpoint=``, ``levels=``) on the runtime calls
-the rewrite made, at given lines.
+"""The write-back: set ``unroll=`` (and ``checkpoint=``, ``levels=``, ``store=``) on the
+runtime calls the rewrite made, at given lines.
 
 The second transform beside the rewrite, for `scanrewrite-tune --diff/--write/--check`:
 
@@ -18,11 +18,13 @@ argument), else appended in the call's own layout. A `functools.partial` of a ru
 (`partial(scanrewrite.runtime.scan, step, unroll=4)`, as the rewrite writes a bound scan) is
 such a call, found on its own first line and, where no runtime call starts there, on the first
 line of each call that applies it (`jax.jit(partial(...))(init, xs)`, or `run(init, xs)` after
-`run = partial(...)`): the line the runtime names its site by. A `Settings` may also set the
-checkpoint mode and `levels`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
+`run = partial(...)`): the line the runtime names its site by. A `Settings`
+(`scanrewrite.settings`, the type the runtime and the tuner use too) may also set `checkpoint`,
+`levels` and `store`: written as ``checkpoint=False``, ``checkpoint=jax.checkpoint_policies.NAME``
 (adding ``import jax`` where nothing binds `jax`) or a policy of the runtime's own named as the
-call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), and ``levels=N``,
-and left out (an argument there removed) where they are the runtime's defaults. A statement the
+call names the runtime (``checkpoint=scanrewrite.runtime.reductions_saveable``), ``levels=N`` and
+``store=N``, and left out (an argument there removed) where they are the runtime's defaults
+(`scanrewrite.settings.DEFAULTS`). A statement the
 formatters would leave as it is keeps their layout (`scanrewrite.layout`): a call the change makes
 too long, or short enough for one line again, is laid out as ruff format and black lay it out.
 Every other byte stays. Pure: bytes in, result out; no file I/O, no jax.
@@ -53,9 +55,10 @@ from scanrewrite.codemod._rewrite import Skipped
 from scanrewrite.codemod._scopes import module_scopes
 from scanrewrite.options import Options
 from scanrewrite.pragmas import Pragma, pragma_comments
-from scanrewrite.targets import CHECKPOINT_POLICIES, RUNTIME_POLICIES, TARGETS, Target
+from scanrewrite.settings import Settings
+from scanrewrite.targets import ALL_POLICIES, CHECKPOINT_POLICIES, RUNTIME_POLICIES, TARGETS, Target
 
-__all__ = ["NO_CALL", "RuntimeCalls", "Settings", "UnrollResult", "read_unroll", "set_settings", "set_unroll"]
+__all__ = ["NO_CALL", "RuntimeCalls", "UnrollResult", "read_unroll", "set_settings", "set_unroll"]
 
 #: The write-back looks for the calls the rewrite wrote.
 _BY_REPLACEMENT = {target.replacement: target for target in TARGETS}
@@ -81,21 +84,6 @@ class UnrollResult:
         return bool(self.updated)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What to write into one call."""
-
-    unroll: int
-    #: None: as written. ``"checkpoint"``: the default, `True` (no argument); ``"none"``:
-    #: ``checkpoint=False``; else the name of a policy in `jax.checkpoint_policies` or of the
-    #: runtime's own (`RUNTIME_POLICIES`).
-    checkpoint: str | None = None
-    #: None: as written. 1, the default (no argument); else ``levels=N`` or ``levels="auto"``.
-    levels: int | str | None = None
-    #: None: as written. 0, the default (no argument); else ``store=N``.
-    store: int | None = None
-
-
 def set_unroll(source: bytes, picks: Mapping[int, int]) -> UnrollResult:
     """Write ``unroll=picks[line]`` into the runtime calls starting on each picked line.
 
@@ -110,6 +98,11 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     """Write each pick into the runtime calls starting on its line (see the module's
     docstring); `line_length` is the formatters'.
 
+    A pick is a `scanrewrite.settings.Settings` whose `unroll` is a positive int; its other
+    settings, None where the call keeps what it wrote: `checkpoint` True, False or a policy's
+    name, `levels` an int >= 1 or `"auto"`, `store` an int >= 0. A setting at its default
+    (`DEFAULTS`) is written as no argument.
+
     Raises `ValueError` for a line that is not a positive int or a setting that is not
     valid, and `SourceError` for source that cannot be decoded, parsed or reproduced byte
     for byte.
@@ -117,12 +110,7 @@ def set_settings(source: bytes, picks: Mapping[int, Settings], line_length: int 
     for line, settings in picks.items():
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise ValueError(f"`line` must be a positive integer, got {line!r}")
-        # As the rewrite's options, but for "checkpoint" (the default: no argument).
-        Options(
-            unroll=settings.unroll,
-            checkpoint=None if settings.checkpoint == "checkpoint" else settings.checkpoint,
-            levels=settings.levels,
-        )
+        _check(settings)
     parsed = Parsed.from_bytes(source)
     sites = RuntimeCalls(parsed.module, parsed.code, parsed.tree) if b"scanrewrite" in source else None
     if sites is not None and b"partial" in source:
@@ -269,10 +257,26 @@ def _unroll_arg(call: cst.Call, target: Target) -> cst.Arg | None:
     return None
 
 
+def _check(settings: Settings) -> None:
+    """Raise a `ValueError` naming the first setting of `settings` that cannot be written."""
+    if not isinstance(settings, Settings):
+        raise ValueError(f"a pick is a `Settings`, got {settings!r}")
+    checkpoint = settings.checkpoint
+    if not (checkpoint is None or isinstance(checkpoint, bool) or checkpoint in ALL_POLICIES):
+        raise ValueError(
+            f"`checkpoint` must be True, False or a policy's name ({', '.join(ALL_POLICIES)}), got {checkpoint!r}"
+        )
+    store = settings.store
+    if store is not None and (isinstance(store, bool) or not isinstance(store, int) or store < 0):
+        raise ValueError(f"`store` must be a non-negative int, got {store!r}")
+    # `unroll` and `levels` as the rewrite's options check them.
+    Options(unroll=settings.unroll, levels=settings.levels)
+
+
 def _needs_jax(call: cst.Call, settings: Settings, sites: RuntimeCalls, imports: ImportEdits) -> str | None:
     """Why a policy cannot be written into `call` (`jax` means something else there); else
     None, with ``import jax`` scheduled in `imports` where nothing binds `jax`."""
-    if settings.checkpoint in (None, "none", "checkpoint", *RUNTIME_POLICIES):
+    if not isinstance(settings.checkpoint, str) or settings.checkpoint in RUNTIME_POLICIES:
         return None
     if not sites.resolver.module_name_usable(call, "jax"):
         return "checkpoint policy needs `jax`, which is bound to something else here"
@@ -308,13 +312,16 @@ def _new_args(
     if settings.checkpoint in RUNTIME_POLICIES and module is None:
         policy = f"scanrewrite.runtime.{settings.checkpoint}"
         return f"the call names the runtime by a bare name: write checkpoint={policy} by hand"
+    # A setting at its default is written as no argument (its value None).
     if settings.checkpoint is not None:
-        wanted.append(("checkpoint", checkpoint_value(settings.checkpoint, module)))
+        mode = "none" if settings.checkpoint is False else settings.checkpoint
+        value = None if settings.at_default("checkpoint") else checkpoint_value(mode, module)
+        wanted.append(("checkpoint", value))
     if settings.levels is not None:
         value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
-        wanted.append(("levels", None if settings.levels == 1 else value))
+        wanted.append(("levels", None if settings.at_default("levels") else value))
     if settings.store is not None:
-        wanted.append(("store", cst.Integer(str(settings.store)) if settings.store else None))
+        wanted.append(("store", None if settings.at_default("store") else cst.Integer(str(settings.store))))
     for name, value in wanted:
         if name != "unroll" and name not in target.keyword_only:
             return f"{target.qualified_name} takes no {name}"

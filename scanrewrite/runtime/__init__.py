@@ -14,12 +14,18 @@ that they see it, `_reveal`). `fori_loop` and `map` are the same
 loop for `jax.lax.fori_loop` and `jax.lax.map` (`_loops`), `nnx_scan` and `linen_scan` run
 Flax's scans on it (`_flax`).
 
-Each function here checks its arguments, resolves its settings for its call site
+Each function here checks its arguments, resolves its settings (a `Settings`, the type
+`scanrewrite.settings` shares with the tuner and the write-back) for its call site
 (`_override`) and hands them on; from there a call is a pipeline (docs/runtime.md has the
 picture): `_call` validates and asks `_plan` for a request, `_staging` stages one compiled unit
 for it, cached weakly on `f`, and `_program` traces the step once (`_trace`), decides the plan
 (`_plan.make`: chunk size fitted by `_memory`, stored steps, checkpoint, levels) and builds it
 (`_chunks`, `_levels`).
+
+Besides what a rewritten program calls, this is all `scanrewrite.tune` uses of the runtime
+(never a private module): `override`, `record_sites` and what they take and give (`Settings`,
+`Site`, `Sites`, `Call`), `named_policy` (a policy from its name) and `sub_jaxprs` (the jaxprs
+inside an equation, across jax's releases).
 """
 
 from __future__ import annotations
@@ -28,30 +34,39 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from scanrewrite.runtime import _call, _override
+from scanrewrite.runtime._compat import sub_jaxprs
 from scanrewrite.runtime._flax import linen_scan, nnx_scan
 from scanrewrite.runtime._loops import fori_loop, map
-from scanrewrite.runtime._override import ORIGINAL, Site, override, record_sites
+from scanrewrite.runtime._override import ORIGINAL, Call, Site, Sites, override, record_sites
 from scanrewrite.runtime._policies import (
     dots_and_reductions_saveable,
     dots_with_no_batch_dims_and_reductions_saveable,
+    named_policy,
     reductions_saveable,
 )
 from scanrewrite.runtime._validate import check_store, check_unroll
+from scanrewrite.settings import DEFAULTS, Settings
 
 __all__ = [
+    "DEFAULTS",
     "ORIGINAL",
+    "Call",
+    "Settings",
     "Site",
+    "Sites",
     "dots_and_reductions_saveable",
     "dots_with_no_batch_dims_and_reductions_saveable",
     "eqxi_scan",
     "fori_loop",
     "linen_scan",
     "map",
+    "named_policy",
     "nnx_scan",
     "override",
     "record_sites",
     "reductions_saveable",
     "scan",
+    "sub_jaxprs",
 ]
 
 _Carry = TypeVar("_Carry")
@@ -134,7 +149,7 @@ def scan(
     """
     unroll = unroll if _unroll is None else _unroll
     site = _override.call_site()
-    settings = _override.resolve(site, api="scan", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
+    settings = _override.resolve(site, Settings(unroll, checkpoint, levels, store), api="scan")
     if not callable(f):
         raise TypeError(f"scan: `f` must be callable, got {f!r}")
     return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site)
@@ -177,10 +192,11 @@ def eqxi_scan(
 
     # `checkpoint` is what `kind="lax"` passes to `scan`; `kind="checkpointed"` ignores it.
     site = _override.call_site()
-    settings = _override.resolve(site, api="eqxi_scan", unroll=unroll, checkpoint=True, store=store)
-    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+    # It takes no `levels`: None, so that no override gives it one.
+    settings = _override.resolve(site, Settings(unroll, DEFAULTS.checkpoint, None, store), api="eqxi_scan")
+    if settings.unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
-    check_unroll(settings["unroll"])
+    check_unroll(settings.unroll)
     if kind not in ("lax", "checkpointed"):
         raise ValueError(f"`kind` must be 'lax' or 'checkpointed', got {kind!r}")
     is_int = isinstance(checkpoints, int) and not isinstance(checkpoints, bool)

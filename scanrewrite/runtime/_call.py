@@ -14,24 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from scanrewrite.runtime import _chunks, _levels, _override, _plan, _program, _staging
 from scanrewrite.runtime._compat import lax_unroll, typeof
-from scanrewrite.runtime._override import ORIGINAL
 from scanrewrite.runtime._validate import check_checkpoint, check_store, check_unroll, scan_length
+from scanrewrite.settings import DEFAULTS, ORIGINAL, Settings
 
 __all__ = ["eqxi_scan", "scan"]
 
 
-def check(settings: dict[str, Any]) -> dict[str, Any]:
+def check(settings: Settings) -> Settings:
     """`settings` with `unroll` and `store` as Python ints (or `unroll` a bool); a `ValueError`
-    naming the first bad setting (`unroll` already not `ORIGINAL`)."""
-    unroll = check_unroll(settings["unroll"])
-    check_checkpoint(settings["checkpoint"])
-    _levels.check(settings.get("levels", 1))  # eqxi_scan(kind="lax") has no `levels`
-    return {**settings, "unroll": unroll, "store": check_store(settings.get("store", 0))}
+    naming the first bad setting (`unroll` already not `ORIGINAL`), one not given included."""
+    unroll = check_unroll(settings.unroll)
+    check_checkpoint(settings.checkpoint)
+    _levels.check(settings.levels)
+    return dataclasses.replace(settings, unroll=unroll, store=check_store(settings.store))
 
 
 def _types(tree: Any) -> Any:
@@ -47,24 +49,27 @@ def _run(f: Callable, req: _plan.Request, init: Any, xs: Any, site: Any, note: s
 
 
 def scan(f: Callable, init: Any, xs: Any, length: Any, reverse: bool, split_transpose: bool,
-         settings: dict[str, Any], site: Any = None, note: str | None = None) -> Any:  # fmt: skip
+         settings: Settings, site: Any = None, note: str | None = None, remat: bool = False) -> Any:  # fmt: skip
     """`scanrewrite.runtime.scan` with its settings resolved for `site`; `note` is a reason
-    for `record_sites` to give (a per-step checkpoint taken over inside Flax's step)."""
-    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
+    for `record_sites` to give, `remat` whether a per-step checkpoint of the user's was taken
+    over (inside Flax's step: `_plan.Request.remat`)."""
+    if settings.unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the scan the rewrite replaced
         return jax.lax.scan(f, init, xs, length, reverse, 1, split_transpose)
     settings = check(settings)
     if scan_length(xs, length) == 0:
-        return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(settings["unroll"]), split_transpose)
-    req = _plan.request("scan", settings, length, reverse, split_transpose, _chunks.layout(), init, xs)
+        return jax.lax.scan(f, init, xs, length, reverse, lax_unroll(settings.unroll), split_transpose)
+    req = _plan.request("scan", settings, length, reverse, split_transpose, _chunks.layout(), init, xs, remat=remat)
     return _run(f, req, init, xs, site, note)
 
 
 def eqxi_scan(f: Callable, init: Any, xs: Any, length: Any, buffers: Any, kind: str, checkpoints: Any,
-              settings: dict[str, Any], site: Any = None) -> Any:  # fmt: skip
+              settings: Settings, site: Any = None) -> Any:  # fmt: skip
     """`scanrewrite.runtime.eqxi_scan` with its settings resolved for `site` (validated but
     for `unroll` not being `ORIGINAL`)."""
     import equinox.internal as eqxi
 
+    # It takes no `levels` (None, so that no override gives it any): one level.
+    settings = dataclasses.replace(settings, levels=DEFAULTS.levels)
     init, xs = jax.tree_util.tree_map(jnp.asarray, (init, xs))
     if kind == "lax":
         # equinox.internal.scan(kind="lax") is jax.lax.scan and ignores the other options.
@@ -72,7 +77,7 @@ def eqxi_scan(f: Callable, init: Any, xs: Any, length: Any, buffers: Any, kind: 
     if scan_length(xs, length) == 0:
         return eqxi.scan(f, init, xs, length, buffers=buffers, kind=kind, checkpoints=checkpoints)
     # `store` is for `kind="lax"`: equinox's loop decides what it keeps.
-    settings = {**settings, "store": 0}
+    settings = check(dataclasses.replace(settings, store=0))
     req = _plan.request("eqxi_scan", settings, length, False, False, _chunks.layout(), init, xs, kind=kind,
                         checkpoints=checkpoints, buffers=buffers)  # fmt: skip
     return _run(f, req, init, xs, site)

@@ -14,37 +14,39 @@ policy handed to the chunks (`_absorb`), as `scan` does for a step that is only 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from scanrewrite.runtime import _override
+from scanrewrite.settings import ORIGINAL, Settings
 
 __all__ = ["linen_scan", "nnx_scan"]
 
 
-def _scan_for(site: _override.Site | None, api: str, unroll: Any, checkpoint: Any, levels: Any, store: Any) -> Callable:
-    """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with the settings of this
-    call of `api` (resolved when the loop is traced, where an `override` may be in force)."""
+def _scan_for(site: _override.Site | None, api: str, written: Settings) -> Callable:
+    """The `jax.lax.scan` a shadow of Flax calls: the runtime's, with the settings this call of
+    `api` wrote (resolved when the loop is traced, where an `override` may be in force)."""
     from scanrewrite.runtime import _call
     from scanrewrite.runtime._flax_absorb import absorb
 
     def scan(f, init, xs=None, length=None, reverse=False, unroll_=1, _split_transpose=False, **kwargs):
         # Flax passes its own `unroll` (by keyword): the rewrite's `unroll` is the one that counts.
         del unroll_, kwargs
-        settings = _override.resolve(site, api=api, unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
-        note = None
-        if settings["checkpoint"] is not False and settings["unroll"] is not _override.ORIGINAL:
+        settings = _override.resolve(site, written, api=api)
+        note, remat = None, False
+        if settings.checkpoint is not False and settings.unroll is not ORIGINAL:
             f, policy = absorb(f, init, xs)
             if policy is not None:
                 note = f"a per-step remat inside Flax's step (policy {getattr(policy, '__name__', policy)}) is taken over"
                 # The user asked for recomputation: checkpointed whatever it saves (`_plan.unneeded`).
-                settings = {**settings, "remat": True}
-                if settings["checkpoint"] is True:
-                    settings = {**settings, "checkpoint": policy}
+                remat = True
+                if settings.checkpoint is True:
+                    settings = dataclasses.replace(settings, checkpoint=policy)
                     note += " by the chunks"
                 else:
                     note += "; the call's own checkpoint wins"
-        return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site, note)
+        return _call.scan(f, init, xs, length, reverse, _split_transpose, settings, site, note, remat)
 
     return scan
 
@@ -100,7 +102,7 @@ def nnx_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    module = shadow(iteration, _scan_for(site, "nnx_scan", unroll, checkpoint, levels, store))
+    module = shadow(iteration, _scan_for(site, "nnx_scan", Settings(unroll, checkpoint, levels, store)))
     kwargs = _given(
         length=length, reverse=reverse, _split_transpose=_split_transpose, in_axes=in_axes, out_axes=out_axes,
         transform_metadata=transform_metadata, graph=graph, graph_updates=graph_updates,
@@ -154,7 +156,8 @@ def linen_scan(
     from scanrewrite.runtime._reroute import shadow
 
     site = _override.call_site()
-    scan = _scan_for(site, "linen_scan", unroll if _unroll is None else _unroll, checkpoint, levels, store)
+    written = Settings(unroll if _unroll is None else _unroll, checkpoint, levels, store)
+    scan = _scan_for(site, "linen_scan", written)
     shadow_lift = shadow(lift, scan, {"axes_scan": shadow(axes_scan, scan)})
     module = shadow(transforms, scan, {"lift": shadow_lift})
     kwargs = _given(

@@ -26,8 +26,8 @@ import numpy as np
 
 from scanrewrite.runtime import _call, _chunks, _levels, _override, _staging
 from scanrewrite.runtime._compat import typeof
-from scanrewrite.runtime._override import ORIGINAL
 from scanrewrite.runtime._validate import check_checkpoint, check_store, check_unroll, scan_length
+from scanrewrite.settings import DEFAULTS, ORIGINAL, Settings
 
 __all__ = ["fori_loop", "map"]
 
@@ -144,16 +144,14 @@ def fori_loop(
     """
     if not callable(body_fun):
         raise TypeError(f"fori_loop: `body_fun` must be callable, got {body_fun!r}")
-    unroll = 1 if unroll is None else unroll  # jax's default
+    unroll = DEFAULTS.unroll if unroll is None else unroll  # jax's default, as the runtime's
     _check_settings(unroll, checkpoint, levels, store, "None, a bool or a non-negative int")
     bounds = _static_bounds(lower, upper)
     if bounds is None or jax.config.jax_disable_jit:
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
     site = _override.call_site()
-    settings = _override.resolve(
-        site, api="fori_loop", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store
-    )
-    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the loop the rewrite replaced
+    settings = _override.resolve(site, Settings(unroll, checkpoint, levels, store), api="fori_loop")
+    if settings.unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the loop the rewrite replaced
         return jax.lax.fori_loop(lower, upper, body_fun, init_val)
     first, steps = bounds
     step = _bound(_fori_step, body_fun)
@@ -203,8 +201,8 @@ def map(
     if jax.config.jax_disable_jit:
         return jax.lax.map(f, xs, batch_size=batch_size)
     site = _override.call_site()
-    settings = _override.resolve(site, api="map", unroll=unroll, checkpoint=checkpoint, levels=levels, store=store)
-    if settings["unroll"] is ORIGINAL:  # `override(unroll=ORIGINAL)`: the map the rewrite replaced
+    settings = _override.resolve(site, Settings(unroll, checkpoint, levels, store), api="map")
+    if settings.unroll is ORIGINAL:  # `override(unroll=ORIGINAL)`: the map the rewrite replaced
         return jax.lax.map(f, xs, batch_size=batch_size)
     if batch_size is None:
         return _call.scan(_bound(_map_step, f), (), xs, None, False, False, settings, site)[1]
@@ -229,5 +227,5 @@ def map(
         return run
 
     # Every resolved setting is part of the key, as in a scan's `_plan.Request`.
-    key = ("map", batch_size, _chunks.layout(), *sorted(settings.items()))
+    key = ("map", batch_size, _chunks.layout(), settings)
     return _staging.staged(_bound(_batch_step, f), key, build)(xs)

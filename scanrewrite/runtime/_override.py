@@ -29,33 +29,11 @@ import jax
 
 from scanrewrite.runtime import _levels
 from scanrewrite.runtime._compat import make_user_context
-from scanrewrite.runtime._validate import check_checkpoint, check_store, check_unroll
+from scanrewrite.runtime._policies import policy_of
+from scanrewrite.runtime._validate import check_store, check_unroll
+from scanrewrite.settings import ORIGINAL, Settings
 
 __all__ = ["ORIGINAL", "Call", "Site", "Sites", "built", "building", "call_site", "override", "record_sites", "resolve"]
-
-
-class _Original:
-    """The type of `ORIGINAL`: a single, hashable, picklable-by-name marker."""
-
-    _instance: _Original | None = None
-
-    def __new__(cls) -> _Original:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "scanrewrite.runtime.ORIGINAL"
-
-    def __reduce__(self) -> str:
-        return "ORIGINAL"
-
-
-ORIGINAL = _Original()
-"""`override(unroll=ORIGINAL)`: the call runs as the call it replaced (`jax.lax.scan` with
-`unroll=1`, `equinox.internal.scan`, `jax.lax.fori_loop` without `unroll`, `jax.lax.map`),
-not chunked and not checkpointed. The baseline `scanrewrite.tune` measures every candidate
-against."""
 
 
 class Site(NamedTuple):
@@ -143,14 +121,16 @@ class Call(NamedTuple):
 
     #: `"scan"`, `"eqxi_scan"`, `"fori_loop"`, `"map"`, `"nnx_scan"` or `"linen_scan"`.
     api: str
-    settings: dict[str, Any]
+    #: As the call passed them; a setting the function takes none of is None (`eqxi_scan`'s
+    #: `levels`).
+    settings: Settings
 
 
 class _Entry(NamedTuple):
     """One active override: for `sites` (None: every site), these settings."""
 
     sites: frozenset[Site] | None
-    settings: tuple[tuple[str, Any], ...]
+    settings: Settings
 
 
 class _State(NamedTuple):
@@ -269,6 +249,8 @@ _UNSET: Any = object()
 
 @contextlib.contextmanager
 def override(
+    settings: Settings | None = None,
+    /,
     *,
     unroll: Any = _UNSET,
     checkpoint: Any = _UNSET,
@@ -280,11 +262,14 @@ def override(
 
     **Arguments:**
 
+    - `settings`: the settings as one `Settings` (those it gives), instead of the keywords.
     - `unroll`: steps per chunk, as `scanrewrite.runtime.scan`'s `unroll`; or `ORIGINAL`, to
         run each call as the call it replaced (`jax.lax.scan`, `equinox.internal.scan`,
         `jax.lax.fori_loop`, `jax.lax.map`).
     - `checkpoint`: as `scanrewrite.runtime.scan`'s `checkpoint` (`True`, `False` or a
-        policy). `eqxi_scan` uses it with `kind="lax"` only.
+        policy), or a policy's name (`"dots_saveable"`, `"reductions_saveable"`: one of
+        `jax.checkpoint_policies` or of the runtime's own). `eqxi_scan` uses it with
+        `kind="lax"` only.
     - `levels`: as `scanrewrite.runtime.scan`'s `levels` (an int >= 1 or `"auto"`).
         `eqxi_scan` takes no `levels` and ignores it.
     - `store`: as `scanrewrite.runtime.scan`'s `store` (an int >= 0: the last steps whose
@@ -308,32 +293,47 @@ def override(
     ```python
     with scanrewrite.runtime.override(unroll=8, sites=["model.py:42"]):
         loss, grads = train_step(params, batch)     # model.py:42 runs with unroll=8
+    with scanrewrite.runtime.override(scanrewrite.runtime.Settings(unroll=8, checkpoint="dots_saveable")):
+        loss, grads = train_step(params, batch)     # every site, k=8 under jax's dots policy
     ```
     """
-    settings = []
-    if unroll is not _UNSET:
-        if unroll is not ORIGINAL:
-            check_unroll(unroll, expected="ORIGINAL, a bool or a non-negative int")
-        settings.append(("unroll", unroll))
-    if checkpoint is not _UNSET:
-        check_checkpoint(checkpoint)
-        settings.append(("checkpoint", checkpoint))
-    if levels is not _UNSET:
-        _levels.check(levels)
-        settings.append(("levels", levels))
-    if store is not _UNSET:
-        settings.append(("store", check_store(store)))
-    if not settings:
-        raise ValueError("override needs `unroll`, `checkpoint` or `levels` (or `store`)")
-    if sites is None:
-        named = None
-    elif isinstance(sites, (str, Site)):
-        named = frozenset([Site.parse(sites)])
+    keywords = {"unroll": unroll, "checkpoint": checkpoint, "levels": levels, "store": store}
+    keywords = {name: value for name, value in keywords.items() if value is not _UNSET}
+    if settings is None:
+        given = keywords
+    elif not isinstance(settings, Settings):
+        raise TypeError(f"override takes a `Settings` (or keywords), got {settings!r}")
+    elif keywords:
+        raise TypeError("override takes a `Settings` or keywords, not both")
     else:
-        named = frozenset(Site.parse(site) for site in sites)
+        given = settings.given()
+    if not given:
+        raise ValueError("override needs `unroll`, `checkpoint` or `levels` (or `store`)")
+    entry = _Entry(_sites(sites), Settings(**{name: _checked(name, value) for name, value in given.items()}))
     state = _current()
-    with _entered(state._replace(entries=(*state.entries, _Entry(named, tuple(settings))))):
+    with _entered(state._replace(entries=(*state.entries, entry))):
         yield
+
+
+def _checked(name: str, value: Any) -> Any:
+    """An override's setting `name` as the runtime uses it (a policy's name as the policy); a
+    `ValueError` naming the setting if it is none."""
+    if name == "unroll":
+        return value if value is ORIGINAL else check_unroll(value, expected="ORIGINAL, a bool or a non-negative int")
+    if name == "checkpoint":
+        return policy_of(value)
+    if name == "levels":
+        _levels.check(value)
+        return value
+    return check_store(value)
+
+
+def _sites(sites: None | Site | str | Iterable[Site | str | tuple[str, int]]) -> frozenset[Site] | None:
+    if sites is None:
+        return None
+    if isinstance(sites, (str, Site)):
+        return frozenset([Site.parse(sites)])
+    return frozenset(Site.parse(site) for site in sites)
 
 
 @contextlib.contextmanager
@@ -342,8 +342,8 @@ def record_sites() -> Iterator[dict[Site, Call]]:
 
     Yields a dict (a `Sites`), filled as calls happen: each call's `Site` (in the order first
     seen) to a `Call`: the runtime function called there and the settings the call itself
-    wrote (`unroll`, `checkpoint`, except for `eqxi_scan` `levels`, and `store` where not 0),
-    before any override. Its `plans` holds, per site, what the runtime built there on this
+    wrote, before any override (a `Settings`, whose `levels` is None at an `eqxi_scan`, which
+    takes none). Its `plans` holds, per site, what the runtime built there on this
     device (`_plan.Plan`: program, chunk size, layout, checkpoint or policy, stored steps,
     levels, staging, and why each), and `report()` says it in one line per plan:
 
@@ -366,27 +366,20 @@ def record_sites() -> Iterator[dict[Site, Call]]:
         _recorders.remove(found)
 
 
-def resolve(site: Site | None, *, api: str, **settings: Any) -> dict[str, Any]:
-    """`settings` as the call wrote them, with any active override for `site` applied; an
-    open `record_sites` records the call as one of `api` (the runtime function's name, by
-    keyword, so that a wrapper passing `**settings` on passes it too).
+def resolve(site: Site | None, written: Settings, *, api: str) -> Settings:
+    """`written`, the settings as the call wrote them, with any active override for `site`
+    applied (`Settings.over`); an open `record_sites` records the call as one of `api` (the
+    runtime function's name).
 
-    Only the settings the call passes are overridden (an `eqxi_scan` passes no `levels`).
-    A resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
+    Only the settings the call gives are overridden (an `eqxi_scan` gives no `levels`). A
+    resolved `unroll` may be `ORIGINAL`: the caller then runs the scan it replaced.
     """
     if _recorders and site is not None:
-        # `store` is recorded where the call keeps any (the settings most calls write).
-        written = {name: value for name, value in settings.items() if not (name == "store" and value == 0)}
         call = Call(api, written)
         for found in _recorders:
             found.setdefault(site, call)
-    state = _current()
-    if not state.entries:
-        return settings
-    resolved = dict(settings)
-    for entry in state.entries:
+    resolved = written
+    for entry in _current().entries:
         if entry.sites is None or site in entry.sites:
-            for name, value in entry.settings:
-                if name in resolved:
-                    resolved[name] = value
+            resolved = entry.settings.over(resolved)
     return resolved

@@ -21,6 +21,7 @@ from scanrewrite.runtime import _levels, _memory, _policies, _trace
 from scanrewrite.runtime._chunks import Layout
 from scanrewrite.runtime._staging import Staging, how_staged
 from scanrewrite.runtime._validate import chunk_size as requested_chunk_size
+from scanrewrite.settings import DEFAULTS, Settings
 
 __all__ = ["Plan", "Program", "Request", "chunk_size", "loop_plan", "make", "request"]
 
@@ -91,10 +92,11 @@ _WHY_STAGED = {
 }
 
 
-def request(api: str, settings: dict[str, Any], length: Any, reverse: bool, split_transpose: bool,
+def request(api: str, settings: Settings, length: Any, reverse: bool, split_transpose: bool,
             layout: Layout, init: Any, xs: Any, *, kind: str | None = None, checkpoints: Any = None,
-            buffers: Any = None) -> Request:  # fmt: skip
-    """The `Request` of a call on `(init, xs)` with its resolved `settings` (validated before)."""
+            buffers: Any = None, remat: bool = False) -> Request:  # fmt: skip
+    """The `Request` of a call on `(init, xs)` with its resolved `settings` (validated before,
+    every one given: `_call.check`)."""
     if kind == "checkpointed":
         # Equinox's loop checkpoints; nothing of what the inputs are changes the program.
         constant_inputs = forward = False
@@ -108,8 +110,8 @@ def request(api: str, settings: dict[str, Any], length: Any, reverse: bool, spli
     batch = _memory.batch_size((init, xs)) if layout.negligible_bytes or layout.negligible_saving else 1
     return Request(
         api, length, reverse, split_transpose, layout, constant_inputs, forward,
-        settings["unroll"], settings["checkpoint"], settings.get("levels", 1), settings.get("store", 0),
-        kind, checkpoints, buffers, batch, settings.get("remat", False),
+        settings.unroll, settings.checkpoint, settings.levels, settings.store,
+        kind, checkpoints, buffers, batch, remat,
     )  # fmt: skip
 
 
@@ -270,7 +272,8 @@ def unneeded(req: Request, body: _trace.Body, n: int) -> tuple[bool, str] | None
     remat in Flax's step), or `equinox.internal.scan(kind="checkpointed")`. Negligible is
     `_memory.saving` (times `req.batch`) of at most the layout's `negligible_saving`, by the
     count of the step's carry and residuals."""
-    asked = req.checkpoint is not True or req.levels != 1 or req.store or body.checkpoint is not None or req.remat
+    asked = Settings(checkpoint=req.checkpoint, levels=req.levels, store=req.store).changes(DEFAULTS)
+    asked = asked or body.checkpoint is not None or req.remat
     if asked or req.kind is not None or not req.layout.negligible_saving or body.jaxpr is None:
         return None
     sizes = _memory.step_bytes(body)

@@ -25,6 +25,8 @@ from jax._src.ad_checkpoint import saved_residuals
 
 from scanrewrite.runtime._compat import bare_jaxpr, sub_jaxprs
 from scanrewrite.runtime._extremes import EXTREMES, jvp_jaxpr, maxima_unsafe
+from scanrewrite.runtime._validate import check_checkpoint
+from scanrewrite.targets import ALL_POLICIES, CHECKPOINT_POLICIES
 
 __all__ = [
     "dots_and_reductions_saveable",
@@ -32,6 +34,8 @@ __all__ = [
     "has_reductions",
     "is_ours",
     "keeps_no_dots",
+    "named_policy",
+    "policy_of",
     "reductions_saveable",
     "resolve",
     "with_maxima",
@@ -55,6 +59,26 @@ def dots_and_reductions_saveable(prim: Any, *args: Any, **params: Any) -> bool:
     """`jax.checkpoint_policies.dots_saveable` (dots with batch dimensions too) and
     `reductions_saveable`."""
     return prim in _SUMS or jax.checkpoint_policies.dots_saveable(prim, *args, **params)
+
+
+def named_policy(name: str) -> Any:
+    """The policy `name` stands for: `jax.checkpoint_policies.NAME` for a name in
+    `targets.CHECKPOINT_POLICIES`, this module's for one of its own; a `ValueError` naming
+    `checkpoint` for any other name."""
+    if name in CHECKPOINT_POLICIES:
+        return getattr(jax.checkpoint_policies, name)
+    if name in ALL_POLICIES:
+        return globals()[name]
+    raise ValueError(f"`checkpoint` must be True, False, a policy or one's name ({', '.join(ALL_POLICIES)}), got {name!r}")
+
+
+def policy_of(checkpoint: Any) -> Any:
+    """`checkpoint` as a call passes it: True, False or a policy, which a name given instead
+    becomes (`named_policy`); a `ValueError` naming `checkpoint` for anything else."""
+    if isinstance(checkpoint, str):
+        return named_policy(checkpoint)
+    check_checkpoint(checkpoint)
+    return checkpoint
 
 
 def _with_maxima(policy: Any) -> Any:

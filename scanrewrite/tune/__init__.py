@@ -14,11 +14,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from scanrewrite.tune._select import DEFAULT_KS, DEFAULT_LEVELS, ORIGINAL_SCAN, Budget, Candidate, TuneError
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import (
+    DEFAULT_KS,
+    DEFAULT_LEVELS,
+    ORIGINAL_SCAN,
+    Candidate,
+)
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._options import TuneOptions
 
 if TYPE_CHECKING:
-    from scanrewrite.tune._report import Row, SiteReport, TuneReport
     from scanrewrite.tune._progress import Progress
+    from scanrewrite.tune._report import Row, SiteReport, TuneReport
     from scanrewrite.tune._tune import tune
     from scanrewrite.tune._verify import Tolerance
 
@@ -52,6 +60,7 @@ __all__ = [
     "SiteReport",
     "Tolerance",
     "TuneError",
+    "TuneOptions",
     "TuneReport",
     "tune",
 ]

@@ -10,25 +10,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from scanrewrite.files import display_path
+from scanrewrite.flags import with_flags
 from scanrewrite.output import color_diff
-from scanrewrite.targets import RUNTIME_POLICIES
-from scanrewrite.tune._select import (
-    DEFAULT_KS,
-    DEFAULT_LEVELS,
-    Budget,
-    TuneError,
-    parse_levels,
-    parse_policies,
-    parse_stores,
-)
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags
 
 if TYPE_CHECKING:
-    from scanrewrite.runtime._override import Site
+    from scanrewrite.runtime import Site
+    from scanrewrite.tune._report import TuneReport
     from scanrewrite.tune._writeback import FileChange
 
 #: Where jax and equinox come from: the extra that rewritten programs need too.
@@ -68,26 +62,14 @@ class _Bar:
             self.bar = None
 
 
-def _ints(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
-    try:
-        ks = tuple(int(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}") from None
-    if not ks or min(ks) < 1:
-        raise click.BadParameter(f"expected comma-separated positive ints, got {value!r}")
-    return ks
+class Output(NamedTuple):
+    """What the command does with the picks: `--diff`, `--write`, `--check`, and `--color`
+    (None: on a terminal, unless NO_COLOR is set)."""
 
-
-def _parsed(parse):
-    def callback(ctx: click.Context, param: click.Parameter, value):
-        if value is None:
-            return None
-        try:
-            return parse(value)
-        except TuneError as exc:
-            raise click.BadParameter(str(exc)) from None
-
-    return callback
+    diff: bool = False
+    write: bool = False
+    check: bool = False
+    color: bool | None = None
 
 
 def _site_name(site: Site) -> str:
@@ -102,41 +84,7 @@ def _write_stdout(data: bytes) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", metavar="FILE.py:FACTORY")
-@click.option(
-    "--ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, callback=_ints,
-    help="Chunk sizes to try at each site, comma-separated (the written unroll is tried too).",
-)
-@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Timed calls of each configuration, interleaved, after the warm-up.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Untimed calls of each configuration before timing.")
-@click.option("--memory-budget", callback=_parsed(Budget.parse),
-              help="Limit on compiled temp memory: bytes ('12GiB', '500MB'), a fraction of lax.scan's "
-              "('0.5x', '50%') or of the device's memory ('0.8'). Then scan sites also try reductions_saveable at "
-              "each k, stored steps, the runtime's dots-and-reductions policies (and --policies) on every step, and "
-              "the for-loop's program, compiling only those predicted to fit and win.")
-@click.option("--stores", default="auto", show_default=True, callback=_parsed(parse_stores),
-              help="With --memory-budget: stored steps to try with each k, comma-separated, or 'auto' "
-              "(1 and a quarter, half and three quarters of each site's steps); '' tries none, nor the for-loop's "
-              "program.")
-@click.option("--policies", default="", callback=_parsed(parse_policies),
-              help="Checkpoint modes to try too, comma-separated: none (checkpoint=False), checkpoint, "
-              f"jax.checkpoint_policies names, or the runtime's own ({', '.join(RUNTIME_POLICIES)}).")
-@click.option("--levels", "levels", default=",".join(map(str, DEFAULT_LEVELS)), show_default=True,
-              callback=_parsed(parse_levels),
-              help="levels= to try too at sites of at least 64 steps (not eqxi.scan ones), comma-separated "
-              "('1' tries no other).")
-@click.option("--keep-rewrites", is_flag=True,
-              help="Never pick the original scan at a site (by default a site where it is as fast, within "
-              "the budget, is reverted to it).")
-@click.option("--compile-threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Programs XLA compiles at a time: more cut the tuner's wall time where compiling dominates "
-              "(straight-line programs on an accelerator), and make each compile time one among several.")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None,
-              help="Relative tolerance of the check that each configuration computes the original's numbers "
-              "[default: by dtype, 1e-4 for float32, 1e-9 for float64].")
-@click.option("--atol", type=click.FloatRange(min=0), default=None,
-              help="Absolute tolerance of that check [default: the dtype's smallest normal number].")
+@with_flags(TUNE_OPTIONS)
 @click.option("--diff", is_flag=True,
               help="Print the unified diff that writes each site's pick (tables go to stderr).")
 @click.option("--write", is_flag=True, help="Write the picks into the source.")
@@ -146,8 +94,7 @@ def _write_stdout(data: bytes) -> None:
               help="A line per step instead of the bar, with the seconds since the start (for logs).")
 @click.option("--color/--no-color", default=None,
               help="Colour the diff [default: on a terminal, unless NO_COLOR is set].")
-def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, keep_rewrites, compile_threads, rtol,
-         atol, diff, write, check, quiet, verbose, color) -> None:
+def main(target, diff, write, check, quiet, verbose, color, **flags) -> None:
     """Measure unroll (and checkpoint modes, levels) at each rewritten scan call that
     FACTORY's function traces, on this machine's default jax device, check that each
     configuration computes the original's numbers, and pick the fastest within the memory
@@ -162,19 +109,15 @@ def main(target, ks, repeats, warmup, memory_budget, stores, policies, levels, k
         raise click.UsageError("--write and --check cannot be used together")
     if quiet and verbose:
         raise click.UsageError("--quiet and --verbose cannot be used together")
-    options = dict(
-        ks=ks, checkpoints=policies, levels=levels, keep_rewrites=keep_rewrites, repeats=repeats, warmup=warmup,
-        memory_budget=memory_budget, stores="auto" if stores is None else stores, compile_threads=compile_threads,
-        rtol=rtol, atol=atol,
-    )
-    sys.exit(_run(target, options, diff, write, check, _Bar(enabled=not quiet, lines=verbose), color))
+    out = Output(diff=diff, write=write, check=check, color=color)
+    sys.exit(_run(target, from_flags(flags), out, _Bar(enabled=not quiet, lines=verbose)))
 
 
 def _error(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
-def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
+def _run(target: str, options: TuneOptions, out: Output, bar: _Bar) -> int:
     try:
         from scanrewrite.tune._tune import tune
     except ModuleNotFoundError as exc:
@@ -186,32 +129,52 @@ def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
 
     try:
         fn, args, kwargs = load(target)
-        report = tune(fn, args, kwargs, progress=bar, **options)
+        report = tune(fn, args, kwargs, options, progress=bar)
     except TuneError as exc:
         bar.close()
         _error(str(exc))
         return 2
     bar.close()
+    status = _show(report, out)
+    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
+    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
+    if not (out.diff or out.write or out.check):
+        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
+        return status
+    off, written = _write_back(report, out)
+    verb = "written" if out.write else "would be written"
+    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
+    status = max(status, written)
+    if out.check and off and status == 0:
+        return 1
+    return status
+
+
+def _show(report: TuneReport, out: Output) -> int:
+    """Print the tables (on stderr where stdout takes the diff), and an error line for each
+    candidate that failed or computes other numbers; 2 if there is one, else 0."""
     status = 0
-    click.echo(report.table(_site_name), err=diff)
+    click.echo(report.table(_site_name), err=out.diff)
     for site, message in report.errors:
         _error(f"{_site_name(site)}: {message}")
         status = 2
     for site, row in report.differing:
         where = _site_name(site) if site is not None else "the whole program"
-        _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {row.comparison.max_rel_diff:.1e})")
+        diff = row.comparison.max_rel_diff
+        _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {diff:.1e})")
         status = 2
     if not report.picks_agree:
         _error("the picks together compute different numbers: nothing is written")
-    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
-    summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
-    if not (diff or write or check):
-        click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
-        return status
+    return status
+
+
+def _write_back(report: TuneReport, out: Output) -> tuple[int, int]:
+    """Show, write or check the picks in each file, as `out` asks: the number of files off their
+    picks, and 2 if one could not be read, parsed or written (else 0)."""
     from scanrewrite.tune._writeback import plan
 
-    diff_color = color if color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-    off = 0
+    color = out.color if out.color is not None else not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    off = status = 0
     for change in plan(report.picks):
         for line, note in change.notes:
             click.echo(f"{change.display}:{line}: not written: {note}", err=True)
@@ -223,9 +186,9 @@ def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
         if not change.changed:
             continue
         off += 1
-        if diff:
-            _write_stdout(color_diff(change.diff()) if diff_color else change.diff())
-        if write:
+        if out.diff:
+            _write_stdout(color_diff(change.diff()) if color else change.diff())
+        if out.write:
             change.write()
             if change.error is not None:
                 _error(f"{change.display}: {change.error[1]}")
@@ -233,14 +196,10 @@ def _run(target, options, diff, write, check, bar: _Bar, color) -> int:
             else:
                 _imports(change, "removed", "added")
                 click.echo(f"wrote the picks into {change.display}", err=True)
-        elif check:
+        elif out.check:
             _imports(change, "would remove", "would add")
             click.echo(f"would write the picks into {change.display}", err=True)
-    verb = "written" if write else "would be written"
-    click.echo(f"{summary}; {_plural(off, 'file')} {verb}" if off else summary, err=True)
-    if check and off and status == 0:
-        return 1
-    return status
+    return off, status
 
 
 def _imports(change: FileChange, removed: str, added: str) -> None:
@@ -255,12 +214,8 @@ def _imports(change: FileChange, removed: str, added: str) -> None:
 
 
 def _off(pick, written) -> bool:
-    """Whether writing `pick` changes the call (a checkpoint mode or levels is only ever a
-    candidate where it differs from the written one)."""
-    return (
-        pick.original or pick.unroll != written.get("unroll") or pick.checkpoint is not None or pick.levels is not None
-        or pick.store is not None
-    )
+    """Whether writing `pick` changes the call, which wrote `written`."""
+    return pick.original or bool(pick.changes(written))
 
 
 def _plural(count: int, noun: str) -> str:

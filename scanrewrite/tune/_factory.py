@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scanrewrite.files import display_path
-from scanrewrite.tune._select import TuneError
+from scanrewrite.tune._errors import TuneError
 
 
 def _where(path: str, exc: BaseException) -> str:

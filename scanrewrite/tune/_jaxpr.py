@@ -9,13 +9,12 @@ each equation, innermost first, and the first frame at a site's file and line is
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from scanrewrite.runtime._compat import sub_jaxprs
-from scanrewrite.runtime._override import Site
+from scanrewrite.runtime import Site, sub_jaxprs
 
 
 def _site_of(eqn: Any, sites: Mapping[tuple[str, int], Site]) -> Site | None:
@@ -35,22 +34,23 @@ def _by_place(sites: list[Site]) -> dict[tuple[str, int], Site]:
     return {(site.path, site.line): site for site in sites}
 
 
+def _equations(jaxpr: Any) -> Iterator[Any]:
+    """Every equation of `jaxpr` and of the jaxprs inside its equations, however deep, in order."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub, _ in sub_jaxprs(eqn):
+            yield from _equations(sub)
+
+
 def scan_lengths(jaxpr: Any, sites: list[Site]) -> dict[Site, int]:
     """The number of steps of each site's scan, in a closed jaxpr traced with every site as
     the scan it replaced (the first scan equation found at the site, however deep)."""
     places = _by_place(sites)
     found: dict[Site, int] = {}
-
-    def walk(inner: Any) -> None:
-        for eqn in inner.eqns:
-            if eqn.primitive.name == "scan":
-                site = _site_of(eqn, places)
-                if site is not None:
-                    found.setdefault(site, int(eqn.params["length"]))
-            for sub, _ in sub_jaxprs(eqn):
-                walk(sub)
-
-    walk(jaxpr.jaxpr)
+    for eqn in _equations(jaxpr.jaxpr):
+        site = _site_of(eqn, places) if eqn.primitive.name == "scan" else None
+        if site is not None:
+            found.setdefault(site, int(eqn.params["length"]))
     return found
 
 
@@ -59,18 +59,8 @@ def narrowest_float(jaxpr: Any) -> np.dtype | None:
     however deep), or None where it computes no float."""
     import jax.numpy as jnp
 
-    found: set[np.dtype] = set()
-
-    def walk(inner: Any) -> None:
-        for eqn in inner.eqns:
-            for var in eqn.outvars:
-                dtype = getattr(var.aval, "dtype", None)
-                if dtype is not None and jnp.issubdtype(dtype, jnp.floating):
-                    found.add(np.dtype(dtype))
-            for sub, _ in sub_jaxprs(eqn):
-                walk(sub)
-
-    walk(jaxpr.jaxpr)
+    dtypes = (getattr(var.aval, "dtype", None) for eqn in _equations(jaxpr.jaxpr) for var in eqn.outvars)
+    found = {np.dtype(dtype) for dtype in dtypes if dtype is not None and jnp.issubdtype(dtype, jnp.floating)}
     return min(found, key=lambda dtype: (jnp.finfo(dtype).bits, dtype.name)) if found else None
 
 

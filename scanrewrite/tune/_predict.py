@@ -35,7 +35,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from scanrewrite.targets import ALL_POLICIES
-from scanrewrite.tune._select import Candidate
+from scanrewrite.tune._candidates import Candidate
 
 #: A prediction may be this much over the budget and still be compiled (XLA's temp memory
 #: grows a little less or more than linearly with the steps stored).

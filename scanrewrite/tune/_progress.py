@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from scanrewrite.tune._select import Candidate
+from scanrewrite.tune._candidates import Candidate
 
 
 class Progress(Protocol):

@@ -6,9 +6,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.runtime._override import Site
+from scanrewrite.runtime import Settings, Site
 from scanrewrite.targets import TARGETS
-from scanrewrite.tune._select import OVER_BUDGET, Budget, Candidate, Timing
+from scanrewrite.tune._budget import Budget
+from scanrewrite.tune._candidates import Candidate
+from scanrewrite.tune._choose import OVER_BUDGET, Timing
 from scanrewrite.tune._verify import Comparison, Tolerance
 
 #: The API each runtime function replaces, by the name `record_sites` gives it.
@@ -102,13 +104,17 @@ class SiteReport:
     site: Site
     #: The runtime function called there, as `record_sites` names it (`"scan"`, `"nnx_scan"`, ...).
     kind: str
-    #: The settings the call wrote (`unroll`; `checkpoint` and `levels` but for `eqxi_scan`).
-    written: dict[str, Any]
+    #: The settings the call wrote (`levels` None at an `eqxi_scan`, which takes none).
+    written: Settings
     #: lax.scan at every site, timed in the same interleaved rounds as `rows`.
     baseline: Row
     rows: list[Row]
     pick: Candidate | None
     reason: str
+    #: (site, `candidate: reason`) for each candidate that failed to compile or run.
+    errors: list[tuple[Site, str]] = field(default_factory=list)
+    #: The rows of the candidates that compute other numbers than the original.
+    differing: list[Row] = field(default_factory=list)
 
     @property
     def over_budget(self) -> bool:
@@ -120,7 +126,7 @@ class SiteReport:
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         heading = (
-            f"{name(self.site)} ({self.kind}, written unroll={self.written.get('unroll')!r}): "
+            f"{name(self.site)} ({self.kind}, written unroll={self.written.unroll!r}): "
             + (f"pick {self._name(self.pick)} ({self.reason})" if self.pick else f"no pick ({self.reason})")
         )
         lines = [heading, HEADER.format(what="candidate"), self.baseline.cells(self.baseline)]
@@ -175,7 +181,7 @@ class TuneReport:
     @property
     def unroll_picks(self) -> dict[Site, int | None]:
         """Each site's picked `unroll` (None where the original scan is picked)."""
-        return {site: candidate.unroll for site, candidate in self.picks.items()}
+        return {site: None if candidate.original else candidate.unroll for site, candidate in self.picks.items()}
 
     def table(self, name: Callable[[Site], str] = str) -> str:
         """Every site's table, then the whole program's; sites named by `name(site)`."""

@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scanrewrite.runtime import Site
-from scanrewrite.runtime._override import Call
-from scanrewrite.tune._measure import Compiled, Config, Program
-from scanrewrite.tune._select import ORIGINAL_SCAN, SPENDING_APIS, Candidate
+from scanrewrite.runtime import Call, Site
+from scanrewrite.tune._candidates import ORIGINAL_SCAN, SPENDING_APIS, Candidate
+from scanrewrite.tune._compile import Compiled, Config, Program
 from scanrewrite.tune._verify import rounding_of, to_host
 
 
@@ -29,7 +28,7 @@ def references(calls: Mapping[Site, Call], lengths: Mapping[Site, int]) -> list[
     site, and at the sites of `SPENDING_APIS` of known length, the for-loop's program."""
     sites = sorted(calls)
     # equinox's scan takes no `checkpoint`: `kind="lax"` checkpoints each chunk.
-    checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else "checkpoint")) for site in sites)
+    checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else True)) for site in sites)
     loops = {site: Candidate(lengths[site], store=lengths[site]) for site in sites
              if calls[site].api in SPENDING_APIS and lengths.get(site)}  # fmt: skip
     if not loops:

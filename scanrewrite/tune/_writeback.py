@@ -21,8 +21,8 @@ from scanrewrite.files import (
     write_file,
 )
 from scanrewrite.output import unified_diff
-from scanrewrite.runtime._override import Site
-from scanrewrite.tune._select import Candidate
+from scanrewrite.runtime import Site
+from scanrewrite.tune._candidates import Candidate
 
 if TYPE_CHECKING:
     from scanrewrite.codemod import ImportChanges
@@ -66,12 +66,11 @@ def plan(picks: Mapping[Site, Candidate]) -> list[FileChange]:
     where the pick has them), and the sites where the original scan was picked reverted; laid out for
     the line length of the file's project (`[tool.ruff]`/`[tool.black]`, 88 by default), with the
     imports that changes."""
-    from scanrewrite.codemod import Settings, SourceError, import_changes, write_picks
+    from scanrewrite.codemod import SourceError, import_changes, write_picks
 
-    by_file: dict[str, dict[int, Settings | None]] = {}
+    by_file: dict[str, dict[int, Candidate | None]] = {}
     for site, pick in picks.items():
-        settings = None if pick.original else Settings(pick.unroll, pick.checkpoint, pick.levels, pick.store)
-        by_file.setdefault(site.path, {})[site.line] = settings
+        by_file.setdefault(site.path, {})[site.line] = None if pick.original else pick
     changes = []
     for path, lines in by_file.items():
         change = FileChange(Path(path), display_path(path))

@@ -1,0 +1,64 @@
+"""Stage 3, the reference: the original compiled, shown to compute the same numbers each time
+it is compiled, and, in a narrow float, how far rounding alone moves each output.
+
+Every candidate is checked against the original's outputs (`Program.reference`) within
+`Program.tolerance`, which this stage settles."""
+
+from __future__ import annotations
+
+from scanrewrite.tune import _rounding
+from scanrewrite.tune._compile import BASELINE, Compiled, Config, Program
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._jaxpr import differing_site
+from scanrewrite.tune._options import TuneOptions
+from scanrewrite.tune._progress import Progress
+from scanrewrite.tune._sites import Found
+from scanrewrite.tune._verify import Tolerance
+
+
+def rounding_references(found: Found) -> list[Config]:
+    """The programs equal to the original up to rounding, compiled where the function computes
+    in a narrow float (`_rounding.references`); none elsewhere."""
+    return _rounding.references(found.calls, found.lengths) if found.narrow else []
+
+
+def compile_reference(program: Program, found: Found, options: TuneOptions, progress: Progress) -> Compiled:
+    """The original (every site as the scan it replaced) compiled and run, its outputs the
+    reference; the program as written compiled beside it; and the tolerance of the check
+    raised to what rounding moves each output by where the function computes in a narrow float.
+
+    Raises `TuneError` if the original fails, or computes other numbers when compiled again
+    (then nothing can be checked; the site is named where the jaxprs tell it).
+    """
+    # With several compiles at a time each compile time is one among several anyway, so only the
+    # original is warmed up (its first compilation is also the check that it is deterministic),
+    # and the program as written compiles beside it: two rounds of compiles fewer.
+    first = program.warm_up([BASELINE] if options.compile_threads > 1 else [BASELINE, ()])
+    labels = iter(["lax.scan at every site", "as written"])
+    baseline, _ = program.compile_all([BASELINE, ()], options.compile_threads, lambda _: progress.advance(next(labels)))
+    if baseline.error is not None:
+        raise TuneError(f"the function with every site as lax.scan {baseline.error}")
+    unstable = program.check_original(baseline, first)
+    if unstable is not None:
+        site = differing_site(lambda: program.jaxpr(BASELINE), found.sites)
+        where = f"the scan at {_name(site)}" if site is not None else "the function"
+        raise TuneError(
+            f"{where} computes different numbers each time it is compiled, even as lax.scan at every site "
+            f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
+            "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
+        )
+    references = rounding_references(found)
+    if references:
+        names = iter(["checkpointed scan at every site", "for-loop's program at every site"])
+        spread = _rounding.measure(
+            program, references, first, found.precision, options.compile_threads,
+            lambda _: progress.advance(f"rounding: {next(names)}"),
+        )  # fmt: skip
+        program.tolerance = Tolerance(options.rtol, options.atol, spread, found.precision.name)
+    return baseline
+
+
+def _name(site) -> str:
+    from scanrewrite.files import display_path
+
+    return f"{display_path(site.path)}:{site.line}"

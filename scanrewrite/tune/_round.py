@@ -1,0 +1,103 @@
+"""One site's round: its candidates compiled with the other sites held at their picks (or as
+written), those that spend memory predicted first, all timed interleaved with the original.
+
+The stages of a round, in order: compile (`_compile`), predict what spends memory (`_predict`),
+measure (`_measure`, each first output verified as it comes, `_verify`), and choose (`_rows`,
+`_choose`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from scanrewrite.runtime import Site
+from scanrewrite.tune._candidates import Candidate
+from scanrewrite.tune._compile import Compiled
+from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._measure import measure
+from scanrewrite.tune._predict import anchor, bases, fill, prune
+from scanrewrite.tune._progress import Steps
+from scanrewrite.tune._report import SiteReport
+from scanrewrite.tune._rows import site_report
+from scanrewrite.tune._session import Session
+
+#: A round's candidates, each with what compiling it gave, in the order compiled.
+Results = list[tuple[Candidate, Compiled]]
+
+
+def tune_site(session: Session, site: Site, steps: Steps) -> SiteReport:
+    """The round of `site`: its report, with the pick (`_choose.site_report`). Raises
+    `TuneError` if the original fails when timed."""
+    where = f"{os.path.basename(site.path)}:{site.line}"
+    listed, limit = session.candidates[site], session.limit
+    spends = bool(listed.spend) and limit is not None
+    first = anchor(listed.spend) if spends else None
+    starts = [first, *bases(listed.spend, session.found.lengths[site])] if first is not None else []
+    # The programs the predictions start from are compiled beside the site's own candidates:
+    # one round of compiles fewer, each a minute or more on an accelerator.
+    results = _compile(session, site, [*listed.tried, *starts], steps, where)
+    skipped: dict[Candidate, str] = {}
+    if spends:
+        results, skipped = _spend(session, site, results, steps, where)
+    over = _over_budget(session, site, results)
+    ok = [result for _, result in results if result.error is None and id(result) not in over]
+    options = session.options
+    timings = measure(
+        session.program, [session.baseline, *ok], options.repeats, options.warmup,
+        lambda: steps.advance(f"timing {where}"),
+    )  # fmt: skip
+    if isinstance(timings[0], str):
+        raise TuneError(f"the function with every site as lax.scan {timings[0]}")
+    timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
+    report = site_report(session, site, results, over, timing_of, timings[0], skipped)
+    steps.finish(f"{where} done")
+    return report
+
+
+def _compile(session: Session, site: Site, candidates: Sequence[Candidate], steps: Steps, where: str) -> Results:
+    names = iter(candidates)
+    compiled = session.program.compile_all(
+        [session.trying(site, candidate) for candidate in candidates],
+        session.options.compile_threads,
+        lambda _: steps.advance(f"{where} {next(names)}"),
+    )
+    return list(zip(candidates, compiled))
+
+
+def _measured(results: Results) -> dict[Candidate, int]:
+    """The temp memory of each candidate compiled so far."""
+    return {c: r.temp_bytes for c, r in results if r.temp_bytes is not None}
+
+
+def _spend(session: Session, site: Site, results: Results, steps: Steps, where: str) -> tuple[Results, dict[Candidate, str]]:
+    """`results` with the candidates that spend memory compiled where predicted to fit and win
+    (and, with `stores` auto, the stored counts predicted to fill the budget), and those left
+    out with why."""
+    listed, length, limit = session.candidates[site], session.found.lengths[site], session.limit
+    done = {c for c, _ in results}  # a start that failed to compile is not predicted again
+    chosen, skipped = prune([c for c in listed.spend if c not in done], _measured(results), length, limit)
+    results = results + _compile(session, site, chosen, steps, where)
+    if session.options.stores is None:
+        done = {c for c, _ in results}  # a count that failed to compile is not measured
+        filling = [c for c in fill(_measured(results), length, limit) if c not in done]
+        listed.spend += [c for c in filling if c not in listed.spend]
+        for candidate in filling:
+            skipped.pop(candidate, None)
+        results = results + _compile(session, site, filling, steps, where)
+    for _ in skipped:
+        steps.advance(f"{where} predicted")
+    return results, skipped
+
+
+def _over_budget(session: Session, site: Site, results: Results) -> set[int]:
+    """The results (by id) of the candidates that spend memory and are over the budget: not
+    timed (a straight-line program over it may not even run), unless nothing fits."""
+    limit = session.limit
+    if not limit:
+        return set()
+    fits = any(r.error is None and r.temp_bytes is not None and r.temp_bytes <= limit for _, r in results)
+    spend = session.candidates[site].spend
+    return {
+        id(r) for c, r in results
+        if fits and c in spend and r.temp_bytes is not None and r.temp_bytes > limit
+    }  # fmt: skip
