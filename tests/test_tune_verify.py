@@ -16,10 +16,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from click.testing import CliRunner
 
 import scanrewrite.tune
 from scanrewrite.runtime import Call, Settings, Site
 from scanrewrite.tune import ORIGINAL_SCAN, Candidate, _verify
+from scanrewrite.tune._command import main
 from scanrewrite.tune._rounding import references
 from scanrewrite.tune._verify import Tolerance, compare, flat, to_host
 from tests.test_tune import invoke, load, write
@@ -188,10 +190,19 @@ def factory():
 '''
 
 
-def test_a_bfloat16_program_is_judged_by_its_rounding_and_a_wrong_candidate_still_differs(project: Path):
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_a_bfloat16_program_is_judged_by_its_rounding_and_a_wrong_candidate_still_differs(project: Path, threads):
+    # With several compiles at a time the rounding's programs compile beside the original.
     write(project, "bf16.py", BF16_BREAKS_AT_K4)
-    result = invoke("bf16.py:factory", "--ks", "1,4", "--repeats", "1", "--warmup", "0", "--keep-rewrites")
+    args = ["--ks", "1,4", "--repeats", "1", "--warmup", "0", "--keep-rewrites", "--compile-threads", threads, "-v"]
+    result = CliRunner().invoke(main, ["bf16.py:factory", *args], catch_exceptions=False)
     assert result.exit_code == 2, result.output
+    told = re.findall(r"^tuning (\d+)/(\d+): (.*) \(\d+ s\)$", result.stderr, re.MULTILINE)
+    assert [label for _, _, label in told][:4] == [
+        "lax.scan at every site", "as written", "rounding: checkpointed scan at every site",
+        "rounding: for-loop's program at every site",
+    ]  # fmt: skip
+    assert told[-1][0] == told[-1][1]  # the stage ends at the total it announced
     header = result.stdout.split("\n\n")[0]
     assert "the function computes in bfloat16, so a leaf's rtol is at least 2x its largest difference among " in header
     assert "(the original compiled twice, the checkpointed scan and the for-loop's program at every site)" in header

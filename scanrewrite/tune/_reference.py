@@ -16,6 +16,9 @@ from scanrewrite.tune._sites import Found
 from scanrewrite.tune._verify import Tolerance
 
 
+_ROUNDING_NAMES = ["rounding: checkpointed scan at every site", "rounding: for-loop's program at every site"]
+
+
 def rounding_references(found: Found) -> list[Config]:
     """The programs equal to the original up to rounding, compiled where the function computes
     in a narrow float (`_rounding.references`); none elsewhere."""
@@ -34,8 +37,14 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
     # original is warmed up (its first compilation is also the check that it is deterministic),
     # and the program as written compiles beside it: two rounds of compiles fewer.
     first = program.warm_up([BASELINE] if options.compile_threads > 1 else [BASELINE, ()])
-    labels = iter(["lax.scan at every site", "as written"])
-    baseline, _ = program.compile_all([BASELINE, ()], options.compile_threads, lambda _: progress.advance(next(labels)))
+    references = rounding_references(found)
+    # The programs that measure rounding compile beside them where compiles share the machine
+    # (on a TPU each is a minute or more); one at a time, each compile time stays its own.
+    beside = references if options.compile_threads > 1 else []
+    labels = iter(["lax.scan at every site", "as written", *_ROUNDING_NAMES[: len(beside)]])
+    baseline, *_ = program.compile_all(
+        [BASELINE, (), *beside], options.compile_threads, lambda _: progress.advance(next(labels))
+    )
     if baseline.error is not None:
         raise TuneError(f"the function with every site as lax.scan {baseline.error}")
     unstable = program.check_original(baseline, first)
@@ -47,13 +56,10 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
             "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
         )
-    references = rounding_references(found)
     if references:
-        names = iter(["checkpointed scan at every site", "for-loop's program at every site"])
-        spread = _rounding.measure(
-            program, references, first, found.precision, options.compile_threads,
-            lambda _: progress.advance(f"rounding: {next(names)}"),
-        )  # fmt: skip
+        names = iter(_ROUNDING_NAMES)
+        told = (lambda _: None) if beside else (lambda _: progress.advance(next(names)))  # told once
+        spread = _rounding.measure(program, references, first, found.precision, options.compile_threads, told)
         program.tolerance = Tolerance(options.rtol, options.atol, spread, found.precision.name)
     return baseline
 
