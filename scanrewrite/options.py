@@ -22,7 +22,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scanrewrite.targets import ALL_POLICIES, CHECKPOINT_POLICIES, DEFAULT_TARGETS, RUNTIME_POLICIES, TARGET_NAMES, select
+from scanrewrite.targets import (
+    ALL_POLICIES,
+    CHECKPOINT_POLICIES,
+    DEFAULT_TARGETS,
+    RUNTIME_POLICIES,
+    TARGET_NAMES,
+    select,
+)
 
 __all__ = ["OPTIONS", "Flag", "Kind", "Option", "Options", "merged", "option", "table"]
 
@@ -308,14 +315,15 @@ def table(options: type) -> tuple[Option, ...]:
 OPTIONS: tuple[Option, ...] = table(Options)
 
 
-def merged(options: Options | None, changes: Mapping[str, Any]) -> Options:
-    """`options` (else the defaults) with `changes` made: how the transforms take their options,
-    `rewrite(source, options)`, `rewrite(source, unroll=8)`, or both. Raises `TypeError` for a
-    name that is no option and `ValueError` for a value that is not valid."""
-    unknown = sorted(set(changes) - {option.name for option in OPTIONS})
+def merged(options: Any, changes: Mapping[str, Any], kind: type = Options) -> Any:
+    """`options`, a `kind` (else its defaults), with `changes` made: how the transforms take their
+    options, `rewrite(source, options)`, `rewrite(source, unroll=8)`, or both (and the tuner its
+    `TuneOptions`). Raises `TypeError` for a name that is no option of `kind` and `ValueError` for
+    a value that is not valid (the tuner's `TuneError`)."""
+    names = [each.name for each in dataclasses.fields(kind)]
+    unknown = sorted(set(changes) - set(names))
     if unknown:
-        known = ", ".join(option.name for option in OPTIONS)
-        raise TypeError(f"unknown option {unknown[0]!r}; the options are {known}")
+        raise TypeError(f"unknown option {unknown[0]!r}; the options are {', '.join(names)}")
     if options is None:
-        return Options(**changes)
+        return kind(**changes)
     return dataclasses.replace(options, **changes) if changes else options

@@ -77,7 +77,7 @@ def test_tune_takes_an_options_object_or_changes_by_name() -> None:
     base = TuneOptions(ks=(1, 4))
     assert merged(None, {}) == TuneOptions()
     assert merged(base, {"repeats": 3}) == TuneOptions(ks=(1, 4), repeats=3)
-    with pytest.raises(TypeError, match="unknown option 'policies'; the tuner's options are ks, checkpoints"):
+    with pytest.raises(TypeError, match="unknown option 'policies'; the options are ks, checkpoints"):
         merged(base, {"policies": "none"})
 
 

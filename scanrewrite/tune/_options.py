@@ -12,12 +12,12 @@ Pure data and checks: it imports no jax, so that `scanrewrite-tune --help` needs
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scanrewrite.options import Flag, Kind, Option, option, table
+from scanrewrite.options import merged as merged_options
 from scanrewrite.targets import ALL_POLICIES, RUNTIME_POLICIES
 from scanrewrite.tune._budget import Budget
 from scanrewrite.tune._candidates import DEFAULT_KS, DEFAULT_LEVELS
@@ -290,13 +290,7 @@ def merged(options: TuneOptions | None, changes: Mapping[str, Any]) -> TuneOptio
     """`options` (else the defaults) with `changes` made: how `tune` takes its options,
     `tune(fn, args, kwargs, options)`, `tune(fn, args, ks=(1, 2))`, or both. Raises `TypeError`
     for a name that is no option and `TuneError` for a value that is not valid."""
-    unknown = sorted(set(changes) - {each.name for each in TUNE_OPTIONS})
-    if unknown:
-        known = ", ".join(each.name for each in TUNE_OPTIONS)
-        raise TypeError(f"unknown option {unknown[0]!r}; the tuner's options are {known}")
-    if options is None:
-        return TuneOptions(**changes)
-    return dataclasses.replace(options, **changes) if changes else options
+    return merged_options(options, changes, TuneOptions)
 
 
 def from_flags(values: Mapping[str, Any]) -> TuneOptions:
