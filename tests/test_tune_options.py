@@ -7,6 +7,7 @@ made, so that they cannot disagree; each check is shown to fail where they would
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pickle
 import re
 import sys
@@ -79,6 +80,14 @@ def test_tune_takes_an_options_object_or_changes_by_name() -> None:
     assert merged(base, {"repeats": 3}) == TuneOptions(ks=(1, 4), repeats=3)
     with pytest.raises(TypeError, match="unknown option 'policies'; the options are ks, checkpoints"):
         merged(base, {"policies": "none"})
+
+
+def test_tunes_signature_is_made_from_the_table() -> None:
+    from scanrewrite.tune import tune
+
+    parameters = inspect.signature(tune).parameters
+    assert list(parameters)[:5] == ["fn", "args", "kwargs", "options", "progress"]
+    assert {name: p.default for name, p in list(parameters.items())[5:]} == {o.name: o.default for o in TUNE_OPTIONS}
 
 
 def test_the_flags_are_made_from_the_table() -> None:

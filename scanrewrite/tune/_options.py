@@ -203,8 +203,9 @@ class TuneOptions:
         "Chunk sizes to try at each site, comma-separated (the written unroll is tried too).",
     )
     #: Checkpoint modes tried besides the written one, with every k, at every site but
-    #: `eqxi_scan` ones (which have none).
-    checkpoints: tuple[str, ...] = option(
+    #: `eqxi_scan` ones (which have none): `False` (`none`), `True` (`checkpoint`) or a policy's
+    #: name, as `Settings.checkpoint` holds them.
+    checkpoints: tuple[bool | str, ...] = option(
         _Parsed(parse_policies, "MODES", _modes),
         (),
         f"Checkpoint modes to try too, comma-separated: {_MODES}.",

@@ -16,6 +16,8 @@ are one `TuneOptions` (`_options`).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,7 +26,7 @@ import jax
 
 from scanrewrite.tune._candidates import list_candidates
 from scanrewrite.tune._compile import Compiled, Program
-from scanrewrite.tune._options import TuneOptions, merged
+from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, merged
 from scanrewrite.tune._progress import Progress, Silent, Steps
 from scanrewrite.tune._reference import compile_reference, rounding_references
 from scanrewrite.tune._report import SiteReport, TuneReport
@@ -95,6 +97,21 @@ def tune(
         reports[site] = _round(session, site, progress)
         reports[site].reason += "; tuned again with every other site at its pick"
     return tune_report(session, list(reports.values()), measure_whole(session, progress), started)
+
+
+def _signature() -> inspect.Signature:
+    """`tune`'s signature with each option a keyword of its own, its default `TuneOptions`'
+    (what `help(tune)` and an editor show): made from the table, as the command's flags are."""
+    fixed = [p for p in inspect.signature(tune).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    types = {field.name: field.type for field in dataclasses.fields(TuneOptions)}
+    named = [
+        inspect.Parameter(each.name, inspect.Parameter.KEYWORD_ONLY, default=each.default, annotation=types[each.name])
+        for each in TUNE_OPTIONS
+    ]
+    return inspect.signature(tune).replace(parameters=[*fixed, *named])
+
+
+tune.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 def _round(session: Session, site, progress: Progress) -> SiteReport:
