@@ -6,7 +6,7 @@ idempotence, the command line's `--check` agrees, the revert round trip."""
 import ast
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scanrewrite.codemod import rewrite
@@ -86,8 +86,34 @@ def test_rewrite_only_inserts_the_unroll_argument(call):
 FUZZ_EXAMPLES = 50 if os.environ.get("SCANREWRITE_CI_MATRIX") else 300
 
 
+def example_each(found):
+    """`hypothesis.example` for each program of `found`."""
+
+    def decorate(test):
+        for program in reversed(found):
+            test = example(program=program)(test)
+        return test
+
+    return decorate
+
+
+#: Programs hypothesis found breaking a property once, kept so that they are tried on every run.
+FOUND = [
+    # The revert dropped `import jax.lax` under `if TYPE_CHECKING:` once the policy that used
+    # `jax` was gone, and rewriting the result could not bring it back (2026-12-07).
+    (
+        b'"""A module with scans."""\r\n\r\n\r\nfrom typing import TYPE_CHECKING\r\nimport jax\r\nimport jax.lax as L\r\n'
+        b"\r\n\r\nz = L.cond\r\nif TYPE_CHECKING:\r\n    import jax.lax\r\n\r\n\r\nclass Model:\r\n    @staticmethod\r\n"
+        b"    def __call__(f, c, xs, n=3, *args, **kwargs):\r\n        return jax.lax.scan(\r\n"
+        b"            lambda c, x: (c + x, x), c, xs\r\n        )  # scanrewrite: unroll=8\r\n",
+        {"checkpoint": "dots_saveable"},
+    ),
+]
+
+
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@example_each(FOUND)
 def test_generated_programs_keep_every_property(program):
     """No crash, output that compiles, idempotent, the command line's `--check` agrees, and
     the revert keeps its promises (`tests/fuzz_programs.py`)."""

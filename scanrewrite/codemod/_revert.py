@@ -9,7 +9,9 @@ to a row's `replacement` calls the row's `qualified_name` again, and loses the k
 arguments only the runtime takes (the row's `added`, and an `unroll=` int literal, which is
 what the rewrite writes; a name or `True` there is the user's own and stays, as does a
 positional `unroll`). Every other argument, comment and line break passes through, and
-`import scanrewrite.runtime` goes when nothing uses it any more.
+`import scanrewrite.runtime` goes when nothing uses it any more (as does an import only a
+dropped argument used, `import jax` for a policy: at the top of the module, where the rewrite
+adds its imports; one under ``if TYPE_CHECKING:``, in a ``try`` or a function stays).
 
 The callee is spelled as the file already spells the API, through the most specific import
 in reach of the call (`scan` from `from jax.lax import scan`, else `lax.scan` from `from jax
@@ -125,6 +127,10 @@ def revert(
     unused = unused_imports(calls.scopes, gone)
     # An import a dropped argument used may spell a reverted call now (`jax`, for a policy).
     unused = {node: names - spellings.roots for node, names in unused.items() if names - spellings.roots}
+    # The rewrite adds imports only at the top of the module; one under `if TYPE_CHECKING:`, in
+    # a `try` or a function is the user's own, and a rewrite of the result could never bring it back.
+    top = {small for line in parsed.module.body if isinstance(line, cst.SimpleStatementLine) for small in line.body}
+    unused = {node: names for node, names in unused.items() if node in top}
     replacer = _Revert(plans, parsed.module, line_length, set(partials), calls.holders, parsed.code)
     module = parsed.module.visit(replacer)
     module = spellings.extend_from_imports(module)
