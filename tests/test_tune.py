@@ -294,7 +294,7 @@ def test_an_eqxi_scan_site_is_tried_without_checkpoint_modes():
     assert report.unroll_picks == {site.site: None if site.pick.original else site.pick.unroll}
     picked = "original equinox.internal.scan" if site.pick.original else site.pick
     assert f"{site.site} (eqxi_scan, written unroll=1): pick {picked}" in str(report)
-    assert [row.label for row in report.whole][0] == "lax.scan at every site"
+    assert [row.label for row in report.whole][0] == "equinox.internal.scan at every site"
 
 
 def test_fori_loop_and_map_sites_are_tuned_with_checkpoint_modes():

@@ -115,6 +115,9 @@ def test_an_nnx_scan_site_spends_memory_and_writes_back_its_pick_and_the_flax_ca
     assert "store=4 of 4" in rows["for-loop program"].built
     # The original is the call the user wrote, in its row and in the pick's heading.
     assert rows["original flax.nnx.scan"].built == "" and "original scan" not in report.table()
+    # So is the baseline every ratio is taken to, in the site's table and the whole program's.
+    assert site.baseline.label == report.whole[0].label == "flax.nnx.scan at every site"
+    assert "lax.scan at every site" not in report.table()
     chosen = next(row for row in site.rows if row.note == "pick")
     assert report.picks == {site.site: chosen.candidate}
     assert f"(nnx_scan, written unroll=4): pick {chosen.label.removesuffix(' (written)')} (" in report.table()
@@ -142,6 +145,7 @@ def test_a_linen_scan_site_spends_memory_and_names_its_original(tmp_path: Path, 
     (site,) = report.sites
     labels = [row.label for row in site.rows]
     assert site.kind == "linen_scan" and "original flax.linen.scan" in labels
+    assert site.baseline.label == "flax.linen.scan at every site"
     assert {"k=1, store=1", "k=1, reductions_saveable", "for-loop program"} <= set(labels)
     assert "per-step dots_with_no_batch_dims_and_reductions_saveable" in labels
     (original,) = plan({site.site: ORIGINAL_SCAN})

@@ -284,3 +284,12 @@ def test_timing_noise_is_half_the_interquartile_range():
     assert Timing((1.0, 3.0)).noise == pytest.approx(0.5)
     assert Timing((1.0, 2.0, 3.0, 4.0, 100.0)).noise == pytest.approx(1.0)
     assert Timing((3.0, 1.0, 2.0)).median == 2.0
+
+
+def test_the_original_at_every_site_is_named_by_the_api_the_sites_share():
+    from scanrewrite.tune._report import originals_label
+
+    assert originals_label(["scan", "scan"]) == "lax.scan at every site"
+    assert originals_label(["nnx_scan"]) == "flax.nnx.scan at every site"
+    assert originals_label(["eqxi_scan"]) == "equinox.internal.scan at every site"
+    assert originals_label(["scan", "linen_scan"]) == "the original at every site"

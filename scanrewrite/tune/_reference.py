@@ -41,18 +41,18 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
     # The programs that measure rounding compile beside them where compiles share the machine
     # (on a TPU each is a minute or more); one at a time, each compile time stays its own.
     beside = references if options.compile_threads > 1 else []
-    labels = iter(["lax.scan at every site", "as written", *_ROUNDING_NAMES[: len(beside)]])
+    labels = iter([found.original, "as written", *_ROUNDING_NAMES[: len(beside)]])
     baseline, *_ = program.compile_all(
         [BASELINE, (), *beside], options.compile_threads, lambda _: progress.advance(next(labels))
     )
     if baseline.error is not None:
-        raise TuneError(f"the function with every site as lax.scan {baseline.error}")
+        raise TuneError(f"the function with {found.original} {baseline.error}")
     unstable = program.check_original(baseline, first)
     if unstable is not None:
         site = differing_site(lambda: program.jaxpr(BASELINE), found.sites)
         where = f"the scan at {_name(site)}" if site is not None else "the function"
         raise TuneError(
-            f"{where} computes different numbers each time it is compiled, even as lax.scan at every site "
+            f"{where} computes different numbers each time it is compiled, even as {found.original} "
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
             "checked: look for values made at trace time (numpy random numbers, Python counters, caches)"
         )

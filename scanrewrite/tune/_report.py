@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,14 @@ def original_label(api: str) -> str:
     """The original call at a site of the runtime function `api`, named by the API the user
     wrote (`original flax.nnx.scan` at an `nnx_scan` site)."""
     return f"original {_ORIGINALS.get(api, 'scan')}"
+
+
+def originals_label(apis: Iterable[str]) -> str:
+    """The row of the function with every site as the call it replaced, named by the API the
+    user wrote where the sites share one (`lax.scan at every site`, `flax.nnx.scan at every
+    site`), else `the original at every site`."""
+    names = {_ORIGINALS.get(api, "scan").removeprefix("jax.") for api in apis}
+    return f"{names.pop()} at every site" if len(names) == 1 else "the original at every site"
 
 
 def format_diff(comparison: Comparison | None) -> str:

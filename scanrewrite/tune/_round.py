@@ -47,7 +47,7 @@ def tune_site(session: Session, site: Site, steps: Steps) -> SiteReport:
         lambda: steps.advance(f"timing {where}"),
     )  # fmt: skip
     if isinstance(timings[0], str):
-        raise TuneError(f"the function with every site as lax.scan {timings[0]}")
+        raise TuneError(f"the function with {session.found.original} {timings[0]}")
     timing_of = {id(result): timing for result, timing in zip(ok, timings[1:])}
     report = site_report(session, site, results, over, timing_of, timings[0], skipped)
     steps.finish(f"{where} done")

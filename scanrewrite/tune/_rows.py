@@ -27,7 +27,7 @@ def site_report(
     other numbers, and the pick, its row marked."""
     report = SiteReport(
         site, session.found.calls[site].api, session.found.calls[site].settings,
-        Row("lax.scan at every site", None, session.baseline.compile_s, session.baseline.temp_bytes,
+        Row(session.found.original, None, session.baseline.compile_s, session.baseline.temp_bytes,
             baseline_timing, comparison=session.baseline.comparison),
         [], None, "",
     )  # fmt: skip

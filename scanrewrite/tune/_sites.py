@@ -14,6 +14,7 @@ from scanrewrite.tune._compile import BASELINE, Program
 from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._jaxpr import narrowest_float, scan_lengths
 from scanrewrite.tune._options import TuneOptions
+from scanrewrite.tune._report import originals_label
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class Found:
         if isinstance(checkpoint, bool):
             return checkpoint
         return next((name for name in ALL_POLICIES if named_policy(name) is checkpoint), None)
+
+    @property
+    def original(self) -> str:
+        """The label of the function with every site as the call it replaced (`originals_label`)."""
+        return originals_label(call.api for call in self.calls.values())
 
     @property
     def narrow(self) -> bool:

@@ -15,7 +15,7 @@ from scanrewrite.tune._session import Session
 
 
 def measure_whole(session: Session, progress: Progress) -> list[Row]:
-    """Rows for lax.scan at every site, the program as written, and every site at its pick (one
+    """Rows for the original at every site, the program as written, and every site at its pick (one
     row with the written where the picks change nothing), timed in one interleaved run."""
     program, options = session.program, session.options
     final = session.config(session.picks)
@@ -24,7 +24,7 @@ def measure_whole(session: Session, progress: Progress) -> list[Row]:
     timings = measure(
         program, entries, options.repeats, options.warmup, lambda: progress.advance("timing every site at its pick")
     )
-    labels = ["lax.scan at every site", "as written", "every site at its pick"]
+    labels = [session.found.original, "as written", "every site at its pick"]
     if final == ():
         labels[1] = "as written = every site at its pick"
     rows = []
