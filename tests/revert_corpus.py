@@ -111,8 +111,24 @@ def _unused_import(tree: ast.AST) -> bool:
             bound |= {alias.asname or alias.name.partition(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             bound |= {alias.asname or alias.name for alias in node.names if alias.name != "*"}
-    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    return bool(bound - used)
+    return bool(bound - _reads(tree))
+
+
+def _reads(tree: ast.AST, shadowed: frozenset[str] = frozenset()) -> set[str]:
+    """The names `tree` reads that its imports may bind: not those a function's (or lambda's)
+    own parameter of the same name shadows in its body."""
+    if isinstance(tree, ast.Name):
+        return set() if tree.id in shadowed else {tree.id}
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        arguments = tree.args
+        names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+        outer = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        outer += getattr(tree, "decorator_list", [])
+        inner = tree.body if isinstance(tree.body, list) else [tree.body]
+        found = set().union(*(_reads(node, shadowed) for node in outer))
+        return found.union(*(_reads(node, shadowed | names) for node in inner))
+    return set().union(*(_reads(child, shadowed) for child in ast.iter_child_nodes(tree)))
 
 
 class _Normalize(ast.NodeTransformer):
