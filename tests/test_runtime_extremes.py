@@ -262,6 +262,27 @@ def test_every_attack_gets_lax_scans_gradient(name):
     assert all(plan.checkpoint is POLICY for plans in sites.plans.values() for plan in plans)
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        lambda: scanrewrite.runtime.override(checkpoint="reductions_saveable"),
+        lambda: scanrewrite.runtime.override(scanrewrite.runtime.Settings(checkpoint="dots_and_reductions_saveable", store=1)),
+        lambda: scanrewrite.runtime.override(checkpoint=_policies.with_maxima(POLICY)),
+    ],
+    ids=["by-name", "settings-with-store", "unsound-variant"],
+)
+def test_a_policy_given_by_name_is_the_sound_one(given):
+    """The tuner and `override` name the runtime's policies ("reductions_saveable"): the name
+    must reach the rule, not a policy that keeps maxima anyway, which this attack bites."""
+    with enable_x64(True), given():
+        actual = gradients(runtime(unroll=2), STEPS["relu-of-difference"], *inputs())
+    if "with_maxima" in given.__code__.co_names:
+        with pytest.raises(AssertionError):
+            assert_trees_close(actual, lax_gradients(STEPS["relu-of-difference"]), **TIGHT)
+    else:
+        assert assert_trees_close(actual, lax_gradients(STEPS["relu-of-difference"]), **TIGHT) == 2
+
+
 def test_a_closed_over_parameter_gets_lax_scans_gradient():
     with enable_x64(True):
         h, _ = inputs()
