@@ -11,10 +11,9 @@ scans) resolve their settings for their call site (`_override.resolve`) and hand
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp

@@ -43,6 +43,11 @@ class Candidate(Settings):
         """Whether it is the scan the rewrite replaced."""
         return self.unroll is ORIGINAL
 
+    def as_written(self, written: Settings) -> bool:
+        """Whether it is the setting a call that wrote `written` already has: not the original,
+        and changing none of its settings."""
+        return not self.original and not self.changes(written)
+
     def __str__(self) -> str:
         if self.original:
             return "original scan"

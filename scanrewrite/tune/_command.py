@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from scanrewrite.files import display_path
 from scanrewrite.flags import with_flags
 from scanrewrite.output import color_diff
 from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._options import TUNE_OPTIONS, TuneOptions, from_flags
 
 if TYPE_CHECKING:
-    from scanrewrite.runtime import Site
     from scanrewrite.tune._report import TuneReport
     from scanrewrite.tune._writeback import FileChange
 
@@ -70,10 +68,6 @@ class Output(NamedTuple):
     write: bool = False
     check: bool = False
     color: bool | None = None
-
-
-def _site_name(site: Site) -> str:
-    return f"{display_path(site.path)}:{site.line}"
 
 
 def _write_stdout(data: bytes) -> None:
@@ -136,7 +130,7 @@ def _run(target: str, options: TuneOptions, out: Output, bar: _Bar) -> int:
         return 2
     bar.close()
     status = _show(report, out)
-    off_sites = [site for site in report.sites if site.pick is not None and _off(site.pick, site.written)]
+    off_sites = [site for site in report.sites if site.pick is not None and not site.pick.as_written(site.written)]
     summary = f"{_plural(len(report.sites), 'site')} tuned, {len(off_sites)} with a pick other than what is written"
     if not (out.diff or out.write or out.check):
         click.echo(summary + (" (--diff shows the change, --write makes it)" if off_sites else ""), err=True)
@@ -153,13 +147,17 @@ def _run(target: str, options: TuneOptions, out: Output, bar: _Bar) -> int:
 def _show(report: TuneReport, out: Output) -> int:
     """Print the tables (on stderr where stdout takes the diff), and an error line for each
     candidate that failed or computes other numbers; 2 if there is one, else 0."""
+    from scanrewrite.tune._report import (
+        site_name,  # imports what measured: jax is installed
+    )
+
     status = 0
-    click.echo(report.table(_site_name), err=out.diff)
+    click.echo(report.table(site_name), err=out.diff)
     for site, message in report.errors:
-        _error(f"{_site_name(site)}: {message}")
+        _error(f"{site_name(site)}: {message}")
         status = 2
     for site, row in report.differing:
-        where = _site_name(site) if site is not None else "the whole program"
+        where = site_name(site) if site is not None else "the whole program"
         diff = row.comparison.max_rel_diff
         _error(f"{where}: {row.label.removesuffix(' (written)')} computes different numbers (max rel diff {diff:.1e})")
         status = 2
@@ -211,11 +209,6 @@ def _imports(change: FileChange, removed: str, added: str) -> None:
     for verb, changed in ((removed, change.imports.removed), (added, change.imports.added)):
         for line, statement in changed:
             click.echo(f"{change.display}:{line}: {verb} {statement!r}", err=True)
-
-
-def _off(pick, written) -> bool:
-    """Whether writing `pick` changes the call, which wrote `written`."""
-    return pick.original or bool(pick.changes(written))
 
 
 def _plural(count: int, noun: str) -> str:

@@ -12,9 +12,9 @@ from scanrewrite.tune._errors import TuneError
 from scanrewrite.tune._jaxpr import differing_site
 from scanrewrite.tune._options import TuneOptions
 from scanrewrite.tune._progress import Progress
+from scanrewrite.tune._report import site_name
 from scanrewrite.tune._sites import Found
 from scanrewrite.tune._verify import Tolerance
-
 
 _ROUNDING_NAMES = ["rounding: checkpointed scan at every site", "rounding: for-loop's program at every site"]
 
@@ -50,7 +50,7 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
     unstable = program.check_original(baseline, first)
     if unstable is not None:
         site = differing_site(lambda: program.jaxpr(BASELINE), found.sites)
-        where = f"the scan at {_name(site)}" if site is not None else "the function"
+        where = f"the scan at {site_name(site)}" if site is not None else "the function"
         raise TuneError(
             f"{where} computes different numbers each time it is compiled, even as {found.original} "
             f"(max rel diff {unstable.max_rel_diff:.1e} between two compilations), so no candidate can be "
@@ -62,9 +62,3 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
         spread = _rounding.measure(program, references, first, found.precision, options.compile_threads, told)
         program.tolerance = Tolerance(options.rtol, options.atol, spread, found.precision.name)
     return baseline
-
-
-def _name(site) -> str:
-    from scanrewrite.files import display_path
-
-    return f"{display_path(site.path)}:{site.line}"

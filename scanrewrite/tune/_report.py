@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scanrewrite.files import display_path
 from scanrewrite.runtime import Settings, Site
 from scanrewrite.targets import TARGETS
 from scanrewrite.tune._budget import Budget
@@ -21,6 +22,12 @@ def original_label(api: str) -> str:
     """The original call at a site of the runtime function `api`, named by the API the user
     wrote (`original flax.nnx.scan` at an `nnx_scan` site)."""
     return f"original {_ORIGINALS.get(api, 'scan')}"
+
+
+def site_name(site: Site) -> str:
+    """`site` as the command and the errors name it: its path as `scanrewrite` shows paths, and
+    its line."""
+    return f"{display_path(site.path)}:{site.line}"
 
 
 def originals_label(apis: Iterable[str]) -> str:

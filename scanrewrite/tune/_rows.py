@@ -10,7 +10,7 @@ from scanrewrite.tune._candidates import Candidate
 from scanrewrite.tune._choose import Option, Timing, changes, choose
 from scanrewrite.tune._compile import Compiled
 from scanrewrite.tune._report import Row, SiteReport, describe_built, original_label
-from scanrewrite.tune._session import Session, is_written
+from scanrewrite.tune._session import Session
 
 
 def site_report(
@@ -61,7 +61,7 @@ def _row(
         timing = None
     label = original_label(report.kind) if candidate.original else str(candidate)
     row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison, built=built)
-    if is_written(candidate, report.written):
+    if candidate.as_written(report.written):
         row.label += " (written)"
     limit = session.limit
     if row.differs:
@@ -76,6 +76,6 @@ def _option(candidate: Candidate, result: Compiled, row: Row, written: Settings)
     """What the pick sees of one candidate's row."""
     return Option(
         candidate, row.timing, result.temp_bytes, row.error, differs=row.differs,
-        written=is_written(candidate, written), program=result.program,
+        written=candidate.as_written(written), program=result.program,
         changes=changes(candidate, written),
     )  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scanrewrite.runtime import Settings, Site
+from scanrewrite.runtime import Site
 from scanrewrite.tune._candidates import Candidate, SiteCandidates
 from scanrewrite.tune._compile import BASELINE, Compiled, Config, Program
 from scanrewrite.tune._options import TuneOptions
@@ -33,7 +33,7 @@ class Session:
         """`settings` as a configuration: sorted, and without the sites left as written (so two
         requests for the same program are one compile)."""
         calls = self.found.calls
-        changed = (item for item in settings.items() if not is_written(item[1], calls[item[0]].settings))
+        changed = (item for item in settings.items() if not item[1].as_written(calls[item[0]].settings))
         return tuple(sorted(changed, key=lambda item: (item[0], str(item[1]))))
 
     def trying(self, site: Site, candidate: Candidate) -> Config:
@@ -49,8 +49,3 @@ class Session:
         if report.pick is not None:
             self.picks[report.site] = report.pick
         self.program.forget([BASELINE, (), self.config(self.picks)])
-
-
-def is_written(candidate: Candidate, written: Settings) -> bool:
-    """Whether `candidate` is the setting the call already has (it changes none of them)."""
-    return not candidate.original and not candidate.changes(written)
