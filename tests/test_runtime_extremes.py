@@ -262,6 +262,10 @@ def test_every_attack_gets_lax_scans_gradient(name):
     assert all(plan.checkpoint is POLICY for plans in sites.plans.values() for plan in plans)
 
 
+@pytest.mark.main_only(
+    "XLA:CPU rounds a recomputation otherwise on this project's jax, not on every release",
+    ids=["unsound-variant"],
+)
 @pytest.mark.parametrize(
     "given",
     [
