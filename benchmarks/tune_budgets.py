@@ -20,6 +20,7 @@ For each target `FILE.py:FACTORY` (a program whose site is written
     python benchmarks/tune_budgets.py tune_gpt.py:medium tune_llama.py:medium --out DIR   # a device
     python benchmarks/tune_budgets.py tune_gpt.py:smoke tune_llama.py:smoke --out DIR     # the CPU
     python benchmarks/tune_budgets.py --summarize DIR/gpt.log                             # re-read logs
+    python benchmarks/tune_budgets.py tune_gpt.py:small --endpoints DIR/endpoints.json --fractions 0.25
 
 Runs go half-way first (every target), then a quarter, then three quarters, so that a run cut
 short by `--deadline-s` (start no run after it) or `--limit-s` (stop the run in flight at it,
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline-s", type=float, default=None, help="start no run after this many seconds")
     parser.add_argument("--limit-s", type=float, default=None, help="stop a run still going after this many seconds")
     parser.add_argument("--endpoints-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoints", metavar="JSON", help="read the endpoints from an earlier run's endpoints.json "
+                        "(XLA's memory is exact, the for-loop's difference deterministic) instead of compiling them")
     parser.add_argument("--summarize", nargs="+", metavar="LOG", help="re-read tuner logs and print their summary")
     args = parser.parse_args(argv)
     if args.summarize:
@@ -172,15 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     left = lambda: None if args.limit_s is None else max(1.0, args.limit_s - (time.perf_counter() - start))
     # The endpoints in a process of their own: it lets go of the device before the tuner runs.
-    try:
-        done = subprocess.run([sys.executable, __file__, *args.targets, "--out", str(out), "--endpoints-only"],
-                              check=False, timeout=left())  # fmt: skip
-    except subprocess.TimeoutExpired:
-        print("endpoints stopped at --limit-s", file=sys.stderr)
-        return 2
-    if done.returncode:
-        print(f"endpoints failed: exit {done.returncode}", file=sys.stderr)
-        return 2
+    if args.endpoints:
+        given = json.loads(Path(args.endpoints).read_text())
+        (out / "endpoints.json").write_text(json.dumps({t: given[t] for t in args.targets}, indent=1))
+    else:
+        try:
+            done = subprocess.run([sys.executable, __file__, *args.targets, "--out", str(out), "--endpoints-only"],
+                                  check=False, timeout=left())  # fmt: skip
+        except subprocess.TimeoutExpired:
+            print("endpoints stopped at --limit-s", file=sys.stderr)
+            return 2
+        if done.returncode:
+            print(f"endpoints failed: exit {done.returncode}", file=sys.stderr)
+            return 2
     found = json.loads((out / "endpoints.json").read_text())
     summary = [f"# tune_budgets.py, {next(iter(found.values()))['device']}\n",
                "| target | budget | bytes | exit | pick | fastest that fits | pick is it (within noise) | differs (max rel diff) | for-loop's diff |",
