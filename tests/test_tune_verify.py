@@ -200,12 +200,13 @@ def test_a_bfloat16_program_is_judged_by_its_rounding_and_a_wrong_candidate_stil
     told = re.findall(r"^tuning (\d+)/(\d+): (.*) \(\d+ s\)$", result.stderr, re.MULTILINE)
     assert [label for _, _, label in told][:4] == [
         "lax.scan at every site", "as written", "rounding: checkpointed scan at every site",
-        "rounding: for-loop's program at every site",
+        "rounding: steps stored at every site",
     ]  # fmt: skip
     assert told[-1][0] == told[-1][1]  # the stage ends at the total it announced
     header = result.stdout.split("\n\n")[0]
     assert "the function computes in bfloat16, so a leaf's rtol is at least 2x its largest difference among " in header
-    assert "(the original compiled twice, the checkpointed scan and the for-loop's program at every site)" in header
+    assert ("(the original compiled twice, the checkpointed scan at every site, the for-loop's program at scan sites "
+            "and one stored step at Flax sites)") in header
     table = result.stdout.split("bf16.py:14 (scan, ")[1].split("\n\n")[0]
     assert re.search(r"\| k=4 \|.*\| \d\.\de[-+]\d\d \| differs \|", table), table
     assert re.search(r"\| k=1 \(written\) \|.*\| pick \|", table), table
@@ -232,12 +233,14 @@ def test_the_rounding_of_a_narrow_precision_raises_the_rtol_of_wider_leaves_up_t
     assert "computes in bfloat16" in raised.describe() and "raised on 1 of 2 leaves, to at most 2.0e-02" in raised.describe()
 
 
-def test_the_for_loops_program_is_a_rounding_reference_at_scan_and_flax_sites():
+def test_stored_steps_are_a_rounding_reference_at_scan_and_flax_sites():
     apis = ("scan", "nnx_scan", "linen_scan", "eqxi_scan", "map")
     calls = {Site("/model.py", line): Call(api, Settings(unroll=1)) for line, api in enumerate(apis, 1)}
     _, loops = references(calls, dict.fromkeys(calls, 4))
-    # Flax's scans end in one loop that stores every step as a scan's does; the others keep theirs.
-    assert [candidate for _, candidate in loops] == [Candidate(4, store=4)] * 3 + [ORIGINAL_SCAN] * 2
+    # The for-loop's program at a scan site; one stored step at Flax's (see `_rounding`); the
+    # others keep their scan.
+    expected = [Candidate(4, store=4)] + [Candidate(1, store=1)] * 2 + [ORIGINAL_SCAN] * 2
+    assert [candidate for _, candidate in loops] == expected
 
 
 LONG_SCAN = '''\

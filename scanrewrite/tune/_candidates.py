@@ -103,7 +103,8 @@ def candidates(
 
 #: The runtime functions whose sites a memory budget spends at (`spending`): each takes
 #: `store` and a policy for one `jax.lax.scan` loop (Flax's scans end in one).
-SPENDING_APIS = ("scan", "nnx_scan", "linen_scan")
+FLAX_APIS = ("nnx_scan", "linen_scan")
+SPENDING_APIS = ("scan", *FLAX_APIS)
 #: The policies a memory budget tries on every step, besides those named (`spending_policies`).
 #: The runtime's, which keep each step's reductions' outputs (a softmax's maximum and sum) beside
 #: the dots: on a TPU v5e they outran `dots_with_no_batch_dims_saveable` alone in less memory

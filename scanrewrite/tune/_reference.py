@@ -16,7 +16,7 @@ from scanrewrite.tune._report import site_name
 from scanrewrite.tune._sites import Found
 from scanrewrite.tune._verify import Tolerance
 
-_ROUNDING_NAMES = ["rounding: checkpointed scan at every site", "rounding: for-loop's program at every site"]
+_ROUNDING_NAMES = ["rounding: checkpointed scan at every site", "rounding: steps stored at every site"]
 
 
 def rounding_references(found: Found) -> list[Config]:

@@ -71,7 +71,8 @@ class Tolerance:
         return (
             f"{text}; the function computes in {self.precision}, so a leaf's rtol is at least {ROUNDING_FACTOR:g}x "
             "its largest difference among programs equal up to rounding (the original compiled twice, the "
-            f"checkpointed scan and the for-loop's program at every site), at most {self.precision}'s "
+            "checkpointed scan at every site, the for-loop's program at scan sites and one stored step at Flax "
+            f"sites), at most {self.precision}'s "
             f"{RTOL.get(str(self.precision), FALLBACK_RTOL):g} ({how})"
         )
 
