@@ -56,7 +56,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _common import Progress, agreement_rtol, compile_lowered, lower_timed
+from _common import Progress, agreement_rtol, compile_lowered, lower_timed, peak_bytes
 
 import scanrewrite.runtime
 
@@ -359,7 +359,7 @@ def measure(
                 continue
             try:
                 compiled[name], seconds, temp = futures[name].result()
-                rows[name] = {"compile": seconds, "temp": temp}
+                rows[name] = {"compile": seconds, "temp": temp, "peak": peak_bytes(compiled[name])}
             except Exception as error:  # noqa: BLE001
                 rows[name] = {"error": _reason(error)}
             if progress:

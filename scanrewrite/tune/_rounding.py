@@ -37,12 +37,17 @@ def references(calls: Mapping[Site, Call], lengths: Mapping[Site, int]) -> list[
     sites = sorted(calls)
     # equinox's scan takes no `checkpoint`: `kind="lax"` checkpoints each chunk.
     checkpointed = tuple((site, Candidate(1, None if calls[site].api == "eqxi_scan" else True)) for site in sites)
-    stored = lambda n, api: Candidate(1, store=1) if api in FLAX_APIS else Candidate(n, store=n)  # noqa: E731
-    loops = {site: stored(lengths[site], calls[site].api) for site in sites
+    loops = {site: _stored(lengths[site], calls[site].api) for site in sites
              if calls[site].api in SPENDING_APIS and lengths.get(site)}  # fmt: skip
     if not loops:
         return [checkpointed]
     return [checkpointed, tuple((site, loops.get(site, ORIGINAL_SCAN)) for site in sites)]
+
+
+def _stored(n: int, api: str) -> Candidate:
+    """Stored steps that measure rounding at a site of `n` steps: every step (the for-loop's
+    program), one at Flax sites (see above)."""
+    return Candidate(1, store=1) if api in FLAX_APIS else Candidate(n, store=n)
 
 
 def measure(
