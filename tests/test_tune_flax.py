@@ -18,7 +18,8 @@ import scanrewrite.runtime  # noqa: E402
 import scanrewrite.tune  # noqa: E402
 from scanrewrite.codemod import rewrite  # noqa: E402
 from scanrewrite.runtime import Settings  # noqa: E402
-from scanrewrite.tune import ORIGINAL_SCAN  # noqa: E402
+from scanrewrite.tune import ORIGINAL_SCAN, _rounding  # noqa: E402
+from scanrewrite.tune._candidates import Candidate  # noqa: E402
 from scanrewrite.tune._writeback import plan  # noqa: E402
 from tests.test_tune import load  # noqa: E402
 from tests.treecheck import assert_trees_close  # noqa: E402
@@ -150,3 +151,24 @@ def test_a_linen_scan_site_spends_memory_and_names_its_original(tmp_path: Path, 
     assert "per-step dots_with_no_batch_dims_and_reductions_saveable" in labels
     (original,) = plan({site.site: ORIGINAL_SCAN})
     assert original.after == LINEN.encode()
+
+
+@MAIN_AND_NEWEST
+def test_a_bfloat16_flax_site_measures_rounding_with_one_stored_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # The for-loop of Flax layers compiles for minutes on a TPU (`tune/_rounding.py`).
+    source = LINEN.replace("nn.Dense(8)", "nn.Dense(8, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)")
+    source = source.replace("nn.LayerNorm()", "nn.LayerNorm(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)")
+    source = source.replace("x = jnp.ones((2, 8))", "x = jnp.ones((2, 8), jnp.bfloat16)")
+    source = source.replace("[0] ** 2)", "[0].astype(jnp.float32) ** 2)")
+    path = rewritten(tmp_path, monkeypatch, source, "linen.scan")
+    fn, args = load(path, "linen_bf16").factory()
+    measured = []
+    references = _rounding.references
+    monkeypatch.setattr(_rounding, "references", lambda *a: measured.append(references(*a)) or measured[-1])
+    report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0)
+    (site,) = report.sites
+    # (Listed twice: once for the progress bar's total.)
+    assert [[dict(config)[site.site] for config in configs] for configs in measured] == [
+        [Candidate(1, True), Candidate(1, store=1)]
+    ] * 2
+    assert "computes in bfloat16" in report.tolerance.describe() and not report.errors
