@@ -47,8 +47,8 @@ def format_diff(comparison: Comparison | None) -> str:
     return f"{comparison.max_rel_diff:.1e}"
 
 HEADER = (
-    "| {what} | step time vs lax.scan | median step (ms) | spread | temp memory | vs lax.scan "
-    "| compile (s) | vs lax.scan | max rel diff | | the runtime built |\n"
+    "| {what} | step time vs original | median step (ms) | spread | temp memory | vs original "
+    "| compile (s) | vs original | max rel diff | | the runtime built |\n"
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 )
 
