@@ -108,6 +108,14 @@ FOUND = [
         b"            lambda c, x: (c + x, x), c, xs\r\n        )  # scanrewrite: unroll=8\r\n",
         {"checkpoint": "dots_saveable"},
     ),
+    # The revert joined the hugged call onto the line of the skip pragma, which then applied
+    # to the inner scan too, so rewriting the result left alone what the rewrite had rewritten
+    # (2026-12-07).
+    (
+        b"import jax\n\n\ny = jax.lax.scan(\n    lambda c, x: jax.lax.scan(f, c, xs), c, xs\n)"
+        b"  # scanrewrite: skip\n",
+        {},
+    ),
 ]
 
 

@@ -507,6 +507,86 @@ REVERT = [
         import jax
         import scanrewrite.runtime
 
+        y = jax.lax.scan(
+            lambda c, x: scanrewrite.runtime.scan(f, c, xs, unroll=4), c, xs
+        )  # scanrewrite: skip
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(
+            lambda c, x: jax.lax.scan(f, c, xs), c, xs
+        )  # scanrewrite: skip
+        """,
+        id="a call off a skip pragma's line is not joined onto it",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(
+            lambda c, x: scanrewrite.runtime.scan(f, c, xs, unroll=4), c, xs, unroll=4, levels=2
+        )  # scanrewrite: levels=2
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(
+            lambda c, x: jax.lax.scan(f, c, xs), c, xs
+        )  # scanrewrite: levels=2
+        """,
+        id="nor onto a pragma's line that would give it other settings",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
+        y = scanrewrite.runtime.scan(
+            lambda c, x: scanrewrite.runtime.scan(f, c, xs, unroll=4, levels=2),
+            c,
+            xs,
+            unroll=4,
+            levels=2,
+        )  # scanrewrite: levels=2
+        """,
+        """\
+        import jax
+
+        y = jax.lax.scan(lambda c, x: jax.lax.scan(f, c, xs), c, xs)  # scanrewrite: levels=2
+        """,
+        id="but joined onto one whose settings it has",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
+        from jax import lax
+
+
+        @lax.scan(
+            lambda c, x: scanrewrite.runtime.scan(f, c, xs, unroll=4), c, xs
+        )  # scanrewrite: skip
+        def g():
+            pass
+        """,
+        """\
+        from jax import lax
+
+
+        @lax.scan(
+            lambda c, x: lax.scan(f, c, xs), c, xs
+        )  # scanrewrite: skip
+        def g():
+            pass
+        """,
+        id="a decorator's call off a skip pragma's line is not joined onto it",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+
         y = (scanrewrite.runtime.scan)(f, c, xs, unroll=4)
         z = [scanrewrite.runtime.scan(g, c, x, unroll=4)[0] for x in xss]
         """,

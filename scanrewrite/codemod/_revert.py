@@ -20,7 +20,8 @@ name is added to the file's module-level `from jax import ...` line if it has on
 the sorters' order), else ``import jax`` is added where ruff and isort put it (`imports._placement`).
 A statement laid out as the formatters lay it out keeps their layout (`scanrewrite.layout`): a call
 they split, now short enough for one line, is joined; one the user split with a magic
-trailing comma stays as it is.
+trailing comma stays as it is, and so does one where joining would put a reverted call under
+the statement's pragma (`# scanrewrite: skip`, or settings the call does not have).
 
 So `revert(rewrite(x))` computes what `x` computes, and is `x` byte for byte where the
 rewrite kept the import the call used (one that surely ran: not under ``if TYPE_CHECKING:``
@@ -42,11 +43,12 @@ from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator,
 from scanrewrite.codemod._arguments import remove_args
 from scanrewrite.codemod.imports import ImportEdits, ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
-from scanrewrite.codemod._parsing import Parsed, no_collection
+from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
 from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, UnrollResult, set_settings
 from scanrewrite.options import Options, merged
+from scanrewrite.pragmas import Pragma
 from scanrewrite.settings import Settings
 from scanrewrite.targets import Target
 
@@ -267,7 +269,9 @@ def _code(node: cst.CSTNode) -> str:
 
 class _Revert(KeepLayout):
     """Gives each planned call its original callee, drops its runtime-only arguments, and
-    lays out the statements whose calls changed.
+    lays out the statements whose calls changed, but not where that moves a reverted call
+    under the statement's pragma, or from under it, and the pragma would then not write
+    what the call has (`_keeps_pragmas`).
 
     It leaves the import nodes themselves as they are (the same objects), so that
     `ImportPruner` finds the unused ones afterwards."""
@@ -286,6 +290,8 @@ class _Revert(KeepLayout):
         self._partials = partials
         #: The nodes that hold a runtime call (None: any may): nothing else changes.
         self._holders = holders
+        #: Each reverted call, as `leave_Call` returned it, to the runtime call it was.
+        self._reverted: dict[cst.Call, cst.Call] = {}
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self._edit_count_before.append(self._edit_count)
@@ -296,7 +302,20 @@ class _Revert(KeepLayout):
         if self._edit_count_before.pop() == self._edit_count or self._line_length is None:
             return updated_node
         # A decorator is no simple statement, which is what `KeepLayout` lays out again.
-        return relayout_decorator(original_node, updated_node, "".join(self._indents), self._line_length, self._module)
+        indent = "".join(self._indents)
+        laid_out = relayout_decorator(original_node, updated_node, indent, self._line_length, self._module)
+        if laid_out.decorator is updated_node.decorator:
+            return laid_out
+        statements = [_as_statement(node) for node in (original_node, updated_node, laid_out)]
+        return laid_out if self._keeps_pragmas(*statements) else updated_node
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        laid_out = super().leave_SimpleStatementLine(original_node, updated_node)
+        if laid_out is updated_node or self._keeps_pragmas(original_node, updated_node, laid_out):
+            return laid_out
+        return updated_node
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         descend = super().on_visit(node) and not isinstance(node, (cst.Import, cst.ImportFrom))
@@ -313,5 +332,78 @@ class _Revert(KeepLayout):
         if original_node in self._partials:
             first = updated_node.args[0].with_changes(value=func.with_changes(lpar=(), rpar=()))
             updated_node = updated_node.with_changes(args=(first, *updated_node.args[1:]))
-            return updated_node.with_changes(args=remove_args(updated_node, names))
-        return updated_node.with_changes(func=func, args=remove_args(updated_node, names))
+            reverted = updated_node.with_changes(args=remove_args(updated_node, names))
+        else:
+            reverted = updated_node.with_changes(func=func, args=remove_args(updated_node, names))
+        self._reverted[reverted] = original_node
+        return reverted
+
+    def _keeps_pragmas(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine, laid_out: cst.SimpleStatementLine
+    ) -> bool:
+        """Whether `laid_out` (`updated`, the reverted `original`, laid out again) keeps
+        each reverted call under the pragma at the statement's end if it was under it in
+        `original`, and off it if not, but where a rewrite under the pragma writes what the
+        call has (a call the rewrite split off the pragma's line goes back onto it).
+
+        A pragma applies to the calls that start or end on its line (`call_pragma`): a call
+        on a line of its own, joined onto the pragma's line, is under it, and a rewrite of
+        the result would leave it alone (`skip`) or give it other settings."""
+        comment = updated.trailing_whitespace.comment
+        # (A `skip-file` pragma at the top level left the whole file: here it is malformed.)
+        pragma = None if comment is None else Pragma.parse(comment.value, top_level=False)
+        if pragma is None:
+            return True
+        before = self._under_last_line(original, [call for call in _calls(original) if call in self._plans])
+        now = list(zip(_calls(updated), _calls(laid_out), strict=True))
+        after = self._under_last_line(laid_out, [call for reverted, call in now if reverted in self._reverted])
+        for reverted, call in now:
+            runtime_call = self._reverted.get(reverted)
+            if runtime_call is None or (runtime_call in before) == (call in after):
+                continue
+            if runtime_call in before or not _writes_what_it_has(pragma, self._plans[runtime_call]):
+                return False
+        return True
+
+    def _under_last_line(self, statement: cst.SimpleStatementLine, calls: list[cst.Call]) -> set[cst.Call]:
+        """Those of `calls` (in `statement`) that start or end on the statement's last line."""
+        if not calls:
+            return set()
+        lines = node_lines(self._module.with_changes(body=[statement], header=(), footer=()), {statement, *calls})
+        last = lines[statement][1]
+        return {call for call in calls if last in lines[call]}
+
+
+def _writes_what_it_has(pragma: Pragma, plan: _Plan) -> bool:
+    """Whether a rewrite of the call `plan` reverts, under `pragma`, writes the runtime
+    arguments the call has now (those the revert drops)."""
+    if pragma.skip or pragma.error is not None:
+        return False
+    has = {arg.keyword.value: _code(arg.value) for arg in plan.dropped if arg.keyword is not None}
+    if pragma.unroll is not None and has.get("unroll") != str(pragma.unroll):
+        return False
+    if pragma.levels is None or "levels" not in plan.target.keyword_only:
+        return True
+    return has.get("levels") == ('"auto"' if pragma.levels == "auto" else str(pragma.levels))
+
+
+def _as_statement(decorator: cst.Decorator) -> cst.SimpleStatementLine:
+    """`decorator`'s expression as a statement of its lines, with its comment."""
+    return cst.SimpleStatementLine([cst.Expr(decorator.decorator)], trailing_whitespace=decorator.trailing_whitespace)
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    """The calls in `node`, in the order of the code (so the same in the same code laid
+    out another way)."""
+    finder = _CallFinder()
+    node.visit(finder)
+    return finder.found
+
+
+class _CallFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found.append(node)
