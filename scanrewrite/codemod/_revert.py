@@ -46,6 +46,7 @@ from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
 from scanrewrite.codemod._rewrite import RewriteResult, Rewritten, Skipped
 from scanrewrite.codemod._spelling import Spellings
+from scanrewrite.codemod._walk import calls_in
 from scanrewrite.codemod._writeback import NO_CALL, RuntimeCalls, UnrollResult, set_settings
 from scanrewrite.options import Options, merged
 from scanrewrite.pragmas import Pragma
@@ -354,8 +355,8 @@ class _Revert(KeepLayout):
         pragma = None if comment is None else Pragma.parse(comment.value, top_level=False)
         if pragma is None:
             return True
-        before = self._under_last_line(original, [call for call in _calls(original) if call in self._plans])
-        now = list(zip(_calls(updated), _calls(laid_out), strict=True))
+        before = self._under_last_line(original, [call for call in calls_in(original) if call in self._plans])
+        now = list(zip(calls_in(updated), calls_in(laid_out), strict=True))
         after = self._under_last_line(laid_out, [call for reverted, call in now if reverted in self._reverted])
         for reverted, call in now:
             runtime_call = self._reverted.get(reverted)
@@ -390,20 +391,3 @@ def _writes_what_it_has(pragma: Pragma, plan: _Plan) -> bool:
 def _as_statement(decorator: cst.Decorator) -> cst.SimpleStatementLine:
     """`decorator`'s expression as a statement of its lines, with its comment."""
     return cst.SimpleStatementLine([cst.Expr(decorator.decorator)], trailing_whitespace=decorator.trailing_whitespace)
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    """The calls in `node`, in the order of the code (so the same in the same code laid
-    out another way)."""
-    finder = _CallFinder()
-    node.visit(finder)
-    return finder.found
-
-
-class _CallFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.found.append(node)

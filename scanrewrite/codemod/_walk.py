@@ -152,3 +152,20 @@ _HAS_VISITORS = all(
     "visit_Module" in provider.__dict__ and hasattr(provider(), "_computed")
     for provider in (ScopeProvider, ExpressionContextProvider)
 )
+
+
+def calls_in(node: CSTNode) -> list[cst.Call]:
+    """The calls in `node`, in the order of the code (so the same in the same code laid
+    out another way)."""
+    finder = _CallFinder()
+    node.visit(finder)
+    return finder.found
+
+
+class _CallFinder(CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found.append(node)
