@@ -65,8 +65,8 @@ def _user_unroll(tree: ast.AST) -> bool:
 
 def _mixed_spelling(tree: ast.AST) -> bool:
     """Whether the file reaches a target's module through more than one import (`lax.cond`
-    and `jax.lax.scan`): the revert then spells a call through one of them, maybe not the
-    one the call used."""
+    and `jax.lax.scan`; an import nothing reads counts, `from jax.lax import scan` beside
+    `lax.scan`): the revert spells a call through the most specific, maybe not the one it used."""
     bound: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -86,6 +86,10 @@ def _mixed_spelling(tree: ast.AST) -> bool:
                 for module in modules:
                     if qualified.startswith(module + "."):
                         used.setdefault(module, set()).add(root)
+    targets = {target.qualified_name: target.qualified_name.rpartition(".")[0] for target in TARGETS}
+    for name, meaning in bound.items():
+        if meaning in modules or meaning in targets:
+            used.setdefault(targets.get(meaning, meaning), set()).add(name)
     return any(len(roots) > 1 for roots in used.values())
 
 
@@ -94,12 +98,8 @@ def _conditional_import(tree: ast.AST) -> bool:
     ``try``, a loop or a branch): the revert spells no call through it, but adds an import."""
     # `try/except*` is Python 3.11's (ast.TryStar); on 3.10 it cannot be written at all.
     branches = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.For, ast.AsyncFor, ast.While, ast.Match)
-    return any(
-        isinstance(inner, (ast.Import, ast.ImportFrom))
-        for node in ast.walk(tree)
-        if isinstance(node, branches)
-        for inner in ast.walk(node)
-    )
+    inside = (inner for node in ast.walk(tree) if isinstance(node, branches) for inner in ast.walk(node))
+    return any(isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in inside)
 
 
 def _unused_import(tree: ast.AST) -> bool:

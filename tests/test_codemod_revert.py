@@ -69,6 +69,24 @@ REVERT = [
     pytest.param(
         """\
         import scanrewrite.runtime
+        from jax import lax
+        from jax.lax import scan
+
+        z = lax.cond
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        from jax import lax
+        from jax.lax import scan
+
+        z = lax.cond
+        y = scan(f, c, xs)
+        """,
+        id="the most specific import in reach, though nothing reads it",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
         from jax.lax import scan
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
