@@ -248,15 +248,16 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     # `x` had others, only the blank lines can differ.
     same = _without_blank_lines(z) == _without_blank_lines(x)
     again_same = _without_blank_lines(again) == _without_blank_lines(y) or _unused_import(x_tree)
-    # A call the revert spells anew (its import gone), in a statement `x` does not lay out as
-    # the formatters do, may come out laid out as they do (or the reverse): rewritten, it is
-    # then laid out as they would, the same program in another layout.
+    mixed = _mixed_spelling(x_tree)
+    # A call the revert spells anew (its import gone, or `mixed`), in a statement `x` does not lay
+    # out as the formatters do, may come out laid out as they do (a shorter callee brings a long
+    # line within the length), or the reverse; rewritten, it is then laid out as they would.
     # Only there and in the imports: every other line must come back as it was.
-    again_same = again_same or (not kept and _normalized(again) == _normalized(y) and _differ_only_at_calls(y, again))
+    anew = (not kept or mixed) and _normalized(again) == _normalized(y)
+    again_same = again_same or (anew and _differ_only_at_calls(y, again))
     # A call the revert joined onto one line was not laid out as the formatters lay it out
     # (checked only where it matters: another revert costs as much as the first).
     joined = ((kept and not same) or not again_same) and z != revert(y, line_length=1).code
-    mixed = _mixed_spelling(x_tree)
     if not runtime_code and not user_unroll and not joined:
         if not again_same:
             problems.append("rewrite(revert(y)) != y")

@@ -11,7 +11,8 @@ For `y = rewrite(x)` and `z = revert(y)`:
   runtime call already (blank lines aside, where `x` lacks those the sorters put around an
   import block);
 - `rewrite(z)` is `y` (with the options that wrote `y`), under the same conditions but the
-  import (where the import went, the layout too may differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
+  import (where the import went, or another import spells the call, the layout too may
+  differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
   computes what `x` computes (`test_fixtures.py` runs the reverted fixtures too);
 - `revert(z)` is `z`;
 - where `x` passes ruff's and isort's import sorting and ruff format, so does `z`.
