@@ -65,8 +65,8 @@ def _user_unroll(tree: ast.AST) -> bool:
 
 def _mixed_spelling(tree: ast.AST) -> bool:
     """Whether the file reaches a target's module through more than one import (`lax.cond`
-    and `jax.lax.scan`): the revert then spells a call through one of them, maybe not the
-    one the call used."""
+    and `jax.lax.scan`; an import nothing reads counts, `from jax.lax import scan` beside
+    `lax.scan`): the revert spells a call through the most specific, maybe not the one it used."""
     bound: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -86,6 +86,10 @@ def _mixed_spelling(tree: ast.AST) -> bool:
                 for module in modules:
                     if qualified.startswith(module + "."):
                         used.setdefault(module, set()).add(root)
+    targets = {target.qualified_name: target.qualified_name.rpartition(".")[0] for target in TARGETS}
+    for name, meaning in bound.items():
+        if meaning in modules or meaning in targets:
+            used.setdefault(targets.get(meaning, meaning), set()).add(name)
     return any(len(roots) > 1 for roots in used.values())
 
 
@@ -94,12 +98,8 @@ def _conditional_import(tree: ast.AST) -> bool:
     ``try``, a loop or a branch): the revert spells no call through it, but adds an import."""
     # `try/except*` is Python 3.11's (ast.TryStar); on 3.10 it cannot be written at all.
     branches = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.For, ast.AsyncFor, ast.While, ast.Match)
-    return any(
-        isinstance(inner, (ast.Import, ast.ImportFrom))
-        for node in ast.walk(tree)
-        if isinstance(node, branches)
-        for inner in ast.walk(node)
-    )
+    inside = (inner for node in ast.walk(tree) if isinstance(node, branches) for inner in ast.walk(node))
+    return any(isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in inside)
 
 
 def _unused_import(tree: ast.AST) -> bool:
@@ -248,15 +248,16 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     # `x` had others, only the blank lines can differ.
     same = _without_blank_lines(z) == _without_blank_lines(x)
     again_same = _without_blank_lines(again) == _without_blank_lines(y) or _unused_import(x_tree)
-    # A call the revert spells anew (its import gone), in a statement `x` does not lay out as
-    # the formatters do, may come out laid out as they do (or the reverse): rewritten, it is
-    # then laid out as they would, the same program in another layout.
+    mixed = _mixed_spelling(x_tree)
+    # A call the revert spells anew (its import gone, or `mixed`), in a statement `x` does not lay
+    # out as the formatters do, may come out laid out as they do (a shorter callee brings a long
+    # line within the length), or the reverse; rewritten, it is then laid out as they would.
     # Only there and in the imports: every other line must come back as it was.
-    again_same = again_same or (not kept and _normalized(again) == _normalized(y) and _differ_only_at_calls(y, again))
+    anew = (not kept or mixed) and _normalized(again) == _normalized(y)
+    again_same = again_same or (anew and _differ_only_at_calls(y, again))
     # A call the revert joined onto one line was not laid out as the formatters lay it out
     # (checked only where it matters: another revert costs as much as the first).
     joined = ((kept and not same) or not again_same) and z != revert(y, line_length=1).code
-    mixed = _mixed_spelling(x_tree)
     if not runtime_code and not user_unroll and not joined:
         if not again_same:
             problems.append("rewrite(revert(y)) != y")

@@ -116,6 +116,19 @@ FOUND = [
         b"  # scanrewrite: skip\n",
         {},
     ),
+    # Not byte-identical was expected where an import nothing reads (`from jax.lax import
+    # scan`) spelled the call more specifically than the one it used (`lax.scan`): the revert
+    # spells it `scan`, as documented; the file reaches the API through two imports (2026-12-07).
+    (b"from jax import lax\nfrom jax.lax import scan\n\n\nz = lax.cond\ny = lax.scan(f, c, xs)\n", {}),
+    # rewrite(revert(y)) == y was expected where the revert spelled the inner call `scan` (a
+    # file with two imports of the API), which brought the hugged line it overflowed within
+    # the line length: the formatters' layout, which the rewrite of the result then keeps
+    # (2026-12-07).
+    (
+        b"import jax\nfrom jax.lax import scan\n\nz = jax.jit, scan\ny = jax.lax.scan(\n"
+        b"    lambda c, x: jax.lax.scan(f, c, xs, length=n), init=c, xs=xs\n)\n",
+        {"line_length": 60},
+    ),
 ]
 
 

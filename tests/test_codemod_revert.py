@@ -69,6 +69,46 @@ REVERT = [
     pytest.param(
         """\
         import scanrewrite.runtime
+        from jax import lax
+        from jax.lax import scan
+
+        z = lax.cond
+        y = scanrewrite.runtime.scan(f, c, xs, unroll=4)
+        """,
+        """\
+        from jax import lax
+        from jax.lax import scan
+
+        z = lax.cond
+        y = scan(f, c, xs)
+        """,
+        id="the most specific import in reach, though nothing reads it",
+    ),
+    pytest.param(
+        """\
+        import jax
+        import scanrewrite.runtime
+        from jax.lax import scan
+
+        z = jax.jit, scan
+        y = scanrewrite.runtime.scan(
+            lambda c, x: scanrewrite.runtime.scan(f, c, xs, length=n, unroll=4), init=c, xs=xs, unroll=4
+        )
+        """,
+        """\
+        import jax
+        from jax.lax import scan
+
+        z = jax.jit, scan
+        y = scan(
+            lambda c, x: scan(f, c, xs, length=n), init=c, xs=xs
+        )
+        """,
+        id="a statement not laid out as the formatters do keeps its layout, the callees spelled anew",
+    ),
+    pytest.param(
+        """\
+        import scanrewrite.runtime
         from jax.lax import scan
 
         y = scanrewrite.runtime.scan(f, c, xs, unroll=4)

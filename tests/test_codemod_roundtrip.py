@@ -5,13 +5,14 @@ For `y = rewrite(x)` and `z = revert(y)`:
 
 - `z` imports nothing it does not use (beyond what `x` did not use: ruff's F401);
 - `z` is `x` byte for byte where the rewrite kept the import the call used (none of `x`'s
-  imports is under an ``if``, in a ``try`` or a loop), `x` reaches the
-  API's module through one import only, passes no `unroll=` int literal (the rewrite cannot
-  tell the user's from its own), lays its calls out as the formatters do, and holds no
+  imports is under an ``if``, in a ``try`` or a loop), `x` reaches the API's module through
+  one import only (read or not), passes no `unroll=` int literal (the rewrite cannot tell the
+  user's from its own), lays its calls out as the formatters do, and holds no
   runtime call already (blank lines aside, where `x` lacks those the sorters put around an
   import block);
 - `rewrite(z)` is `y` (with the options that wrote `y`), under the same conditions but the
-  import (where the import went, the layout too may differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
+  import (where the import went, or another import spells the call, the layout too may
+  differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
   computes what `x` computes (`test_fixtures.py` runs the reverted fixtures too);
 - `revert(z)` is `z`;
 - where `x` passes ruff's and isort's import sorting and ruff format, so does `z`.

@@ -25,10 +25,12 @@ the statement's pragma (`# scanrewrite: skip`, or settings the call does not hav
 
 So `revert(rewrite(x))` computes what `x` computes, and is `x` byte for byte where the
 rewrite kept the import the call used (one that surely ran: not under ``if TYPE_CHECKING:``
-or in a ``try``) and `x` spells it one way, its calls pass no `unroll=` literal, and its long
-calls are laid out as above; `rewrite(revert(y))` is `y` for a rewritten `y` (with the options
-that wrote it), but for the layout of a call spelled anew in a statement not laid out as the
-formatters lay it out; `revert` of its own output changes nothing.
+or in a ``try``) and `x` spells it one way (no other import, even one nothing reads, binds
+the API or its module: `from jax.lax import scan` beside `from jax import lax` spells a
+`lax.scan` call `scan`), its calls pass no `unroll=` literal, and its long calls are laid out
+as above; `rewrite(revert(y))` is `y` for a rewritten `y` (with the options that wrote it),
+but for the layout of a call spelled anew (as above, or its import gone) in a statement not
+laid out as the formatters lay it out; `revert` of its own output changes nothing.
 """
 
 from __future__ import annotations
