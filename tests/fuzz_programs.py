@@ -25,6 +25,8 @@ calls' arguments, laid out on one line or several, with comments, pragmas, shado
 
 from __future__ import annotations
 
+import ast
+
 from hypothesis import strategies as st
 
 from scanrewrite.codemod import RewriteResult, SourceError, rewrite
@@ -152,6 +154,19 @@ def _block(draw: st.DrawFn) -> tuple[list[str], list[str], str]:
     return imports, top, code
 
 
+def _bound_names(source: str) -> set[str]:
+    """The names `source` binds at its top level: its imports, functions, classes and assignments."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    return names
+
+
 @st.composite
 def programs(draw: st.DrawFn) -> tuple[bytes, dict[str, object]]:
     """A program that compiles (its source bytes) and the options to rewrite it with."""
@@ -167,10 +182,13 @@ def programs(draw: st.DrawFn) -> tuple[bytes, dict[str, object]]:
     imports.sort(key=lambda line: (" jax" in line or " equinox" in line, line.startswith("from"), line))
     top = [line for _, block_top, _ in blocks for line in block_top]
     parts = ["\n".join(head), "\n".join(imports), "\n".join(top)]
-    if draw(st.integers(0, 4)) == 0:
-        names = draw(st.lists(st.sampled_from(["run", "lax", "scan", "s", "L", "eqxi", "jax"]), max_size=3))
-        parts.append(f"__all__ = {sorted(set(names))!r}")
-    parts += [code for _, _, code in blocks]
+    codes = [code for _, _, code in blocks]
+    # Only names the module binds: an `__all__` naming an unbound `jax` cannot be told from a
+    # re-export of the `import jax` a rewrite adds, which the revert then keeps.
+    bound = sorted(_bound_names("\n".join([*imports, *top, *codes])))
+    if bound and draw(st.integers(0, 4)) == 0:
+        parts.append(f"__all__ = {sorted(set(draw(st.lists(st.sampled_from(bound), max_size=3))))!r}")
+    parts += codes
     source = "\n\n\n".join(part for part in parts if part) + "\n"
     if draw(st.integers(0, 19)) == 0:
         source = "# scanrewrite: skip-file\n" + source
