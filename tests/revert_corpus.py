@@ -116,19 +116,42 @@ def _unused_import(tree: ast.AST) -> bool:
 
 def _reads(tree: ast.AST, shadowed: frozenset[str] = frozenset()) -> set[str]:
     """The names `tree` reads that its imports may bind: not those a function's (or lambda's)
-    own parameter of the same name shadows in its body."""
+    own parameter or local variable of the same name shadows in its body."""
     if isinstance(tree, ast.Name):
         return set() if tree.id in shadowed else {tree.id}
     if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         arguments = tree.args
         names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-        names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+        names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None} | _locals(tree)
         outer = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
         outer += getattr(tree, "decorator_list", [])
         inner = tree.body if isinstance(tree.body, list) else [tree.body]
         found = set().union(*(_reads(node, shadowed) for node in outer))
         return found.union(*(_reads(node, shadowed | names) for node in inner))
     return set().union(*(_reads(child, shadowed) for child in ast.iter_child_nodes(tree)))
+
+
+def _locals(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names `function`'s body binds but by an import (`jax = make_jax()`, a loop's or a
+    ``with``'s target, ``except ... as``, a nested ``def`` or ``class``), less those it declares
+    ``global`` or ``nonlocal``: local throughout the body, so its reads of them read no import."""
+    names, declared = set(), set()
+    todo = list(function.body) if isinstance(function.body, list) else [function.body]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # (its body is a scope of its own)
+        elif isinstance(node, ast.comprehension):
+            todo += [node.iter, *node.ifs]  # (its target is the comprehension's own)
+        elif not isinstance(node, ast.Lambda):
+            todo += ast.iter_child_nodes(node)
+    return names - declared
 
 
 class _Normalize(ast.NodeTransformer):

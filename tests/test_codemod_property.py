@@ -129,6 +129,16 @@ FOUND = [
         b"    lambda c, x: jax.lax.scan(f, c, xs, length=n), init=c, xs=xs\n)\n",
         {"line_length": 60},
     ),
+    # rewrite(revert(y)) == y was expected where `x` has an import nothing reads (`import jax`
+    # under `if TYPE_CHECKING:`), which the round trip excepts, but `g`'s own local `jax` was
+    # taken for a read of it: the revert adds `import jax` and spells the call `jax.lax.scan`,
+    # which reads both, so the rewrite of the result removes both (2026-12-07).
+    (
+        b"from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import jax\n\n\ndef run(f, c, xs):\n"
+        b"    from jax import lax as L\n    return L.scan(f, c, xs)\n\n\ndef g(f, c, xs):\n    jax = make_jax()\n"
+        b"    return jax.lax.scan(f, c, xs)\n",
+        {},
+    ),
 ]
 
 

@@ -12,7 +12,7 @@ For `y = rewrite(x)` and `z = revert(y)`:
   import block);
 - `rewrite(z)` is `y` (with the options that wrote `y`), under the same conditions but the
   import (where the import went, or another import spells the call, the layout too may
-  differ: a call spelled anew); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
+  differ: a call spelled anew, and an import nothing reads may go, read by it too); so `z` calls the same APIs with the same arguments as `x`, which is how `z`
   computes what `x` computes (`test_fixtures.py` runs the reverted fixtures too);
 - `revert(z)` is `z`;
 - where `x` passes ruff's and isort's import sorting and ruff format, so does `z`.
@@ -23,6 +23,7 @@ files); here a bounded sample of them runs in CI.
 
 from __future__ import annotations
 
+import ast
 import collections
 import functools
 import subprocess
@@ -33,7 +34,7 @@ from pathlib import Path
 import pytest
 from scanrewrite.codemod import revert
 from tests import test_codemod, test_codemod_bytes, test_codemod_imports, test_codemod_levels, test_codemod_skips
-from tests.revert_corpus import Outcome, corpus_files, round_trip
+from tests.revert_corpus import Outcome, _reads, corpus_files, round_trip
 from tests.update_goldens import golden_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,3 +201,17 @@ def test_a_layout_change_away_from_the_calls_is_caught(monkeypatch):
     assert corpus._differ_only_at_calls(
         b"y = scanrewrite.runtime.scan(\n    f, c, xs, unroll=4\n)\n", b"y = scanrewrite.runtime.scan(f, c, xs, unroll=4)\n"
     )
+
+
+def test_a_local_variable_is_no_read_of_an_import():
+    """A function's own `jax` (assigned, a loop's target, ...) reads no import of `jax`: an
+    import only such a name matches is one nothing reads, which the round trip lets go."""
+    def reads(code):
+        return _reads(ast.parse(textwrap.dedent(code)))
+
+    assert "jax" not in reads("def g():\n    jax = make()\n    return jax.lax\n")
+    assert "jax" not in reads("def g():\n    for jax in xs:\n        jax.lax\n")
+    assert "jax" not in reads("def g():\n    print(jax)\n    del jax\n")
+    assert "jax" in reads("def g():\n    global jax\n    jax = make()\n    return jax.lax\n")
+    assert "jax" in reads("def g():\n    return [jax for jax in xs], jax.lax\n")
+    assert "jax" in reads("def g():\n    h = lambda jax: jax\n    return jax.lax\n")
