@@ -34,7 +34,11 @@ from pathlib import Path
 
 from scanrewrite.codemod import SourceError, may_rewrite, revert, rewrite
 from scanrewrite.files import find_project_root, formatter_line_length
-from scanrewrite.targets import DEFAULT_TARGETS, TARGETS
+from scanrewrite.targets import DEFAULT_TARGETS
+
+if __package__ in (None, ""):  # run as a script, whose folder is on the path, not the repository
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import program_facts as facts  # noqa: E402
 
 
 @dataclass
@@ -45,113 +49,6 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     calls: int = 0
     reverted: bytes = b""
-
-
-def _imports(tree: ast.AST) -> collections.Counter[str]:
-    return collections.Counter(
-        ast.dump(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-    )
-
-
-def _user_unroll(tree: ast.AST) -> bool:
-    """Whether a call passes ``unroll=`` an int literal, which the revert takes for the rewrite's."""
-    return any(
-        keyword.arg == "unroll" and isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is int
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        for keyword in node.keywords
-    )
-
-
-def _mixed_spelling(tree: ast.AST) -> bool:
-    """Whether the file reaches a target's module through more than one import (`lax.cond`
-    and `jax.lax.scan`; an import nothing reads counts, `from jax.lax import scan` beside
-    `lax.scan`): the revert spells a call through the most specific, maybe not the one it used."""
-    bound: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name.partition(".")[0]
-                bound[alias.asname or top] = alias.name if alias.asname else top
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            bound.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
-    modules = {target.qualified_name.rpartition(".")[0] for target in TARGETS}
-    used: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Attribute, ast.Name)):
-            dotted = ast.unparse(node)
-            root, _, rest = dotted.partition(".")
-            if root in bound and all(part.isidentifier() for part in dotted.split(".")):
-                qualified = f"{bound[root]}.{rest}" if rest else bound[root]
-                for module in modules:
-                    if qualified.startswith(module + "."):
-                        used.setdefault(module, set()).add(root)
-    targets = {target.qualified_name: target.qualified_name.rpartition(".")[0] for target in TARGETS}
-    for name, meaning in bound.items():
-        if meaning in modules or meaning in targets:
-            used.setdefault(targets.get(meaning, meaning), set()).add(name)
-    return any(len(roots) > 1 for roots in used.values())
-
-
-def _conditional_import(tree: ast.AST) -> bool:
-    """Whether an import may not have run where a call is (under ``if TYPE_CHECKING:``, in a
-    ``try``, a loop or a branch): the revert spells no call through it, but adds an import."""
-    # `try/except*` is Python 3.11's (ast.TryStar); on 3.10 it cannot be written at all.
-    branches = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.For, ast.AsyncFor, ast.While, ast.Match)
-    inside = (inner for node in ast.walk(tree) if isinstance(node, branches) for inner in ast.walk(node))
-    return any(isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in inside)
-
-
-def _unused_import(tree: ast.AST) -> bool:
-    """Whether an import binds a name that nothing reads: the revert may then spell a call
-    through it, and the rewrite of the result remove it again."""
-    bound = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            bound |= {alias.asname or alias.name.partition(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            bound |= {alias.asname or alias.name for alias in node.names if alias.name != "*"}
-    return bool(bound - _reads(tree))
-
-
-def _reads(tree: ast.AST, shadowed: frozenset[str] = frozenset()) -> set[str]:
-    """The names `tree` reads that its imports may bind: not those a function's (or lambda's)
-    own parameter or local variable of the same name shadows in its body."""
-    if isinstance(tree, ast.Name):
-        return set() if tree.id in shadowed else {tree.id}
-    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        arguments = tree.args
-        names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-        names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None} | _locals(tree)
-        outer = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
-        outer += getattr(tree, "decorator_list", [])
-        inner = tree.body if isinstance(tree.body, list) else [tree.body]
-        found = set().union(*(_reads(node, shadowed) for node in outer))
-        return found.union(*(_reads(node, shadowed | names) for node in inner))
-    return set().union(*(_reads(child, shadowed) for child in ast.iter_child_nodes(tree)))
-
-
-def _locals(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
-    """The names `function`'s body binds but by an import (`jax = make_jax()`, a loop's or a
-    ``with``'s target, ``except ... as``, a nested ``def`` or ``class``), less those it declares
-    ``global`` or ``nonlocal``: local throughout the body, so its reads of them read no import."""
-    names, declared = set(), set()
-    todo = list(function.body) if isinstance(function.body, list) else [function.body]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            declared.update(node.names)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)  # (its body is a scope of its own)
-        elif isinstance(node, ast.comprehension):
-            todo += [node.iter, *node.ifs]  # (its target is the comprehension's own)
-        elif not isinstance(node, ast.Lambda):
-            todo += ast.iter_child_nodes(node)
-    return names - declared
 
 
 class _Normalize(ast.NodeTransformer):
@@ -260,8 +157,8 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     ):
         problems.append("scanrewrite.runtime imported but unused")
     x_tree = ast.parse(x)
-    user_unroll = _user_unroll(x_tree)
-    kept = not (_imports(x_tree) - _imports(ast.parse(y))) and not _conditional_import(x_tree)
+    user_unroll = facts.user_unroll(x_tree)
+    kept = not (facts.imports(x_tree) - facts.imports(ast.parse(y))) and not facts.conditional_import(x_tree)
     again = rewrite(z, **options).code
     # (An `unroll=` int literal the user wrote is dropped with the rewrite's, and a call that
     # then passes `*args` is not rewritten again: `x` and `z` differ in it, by design.)
@@ -270,8 +167,8 @@ def round_trip(x: bytes, options: dict[str, object], y: bytes | None = None, lin
     # The rewrite gives a new import block the blank lines the sorters put around one; where
     # `x` had others, only the blank lines can differ.
     same = _without_blank_lines(z) == _without_blank_lines(x)
-    again_same = _without_blank_lines(again) == _without_blank_lines(y) or _unused_import(x_tree)
-    mixed = _mixed_spelling(x_tree)
+    again_same = _without_blank_lines(again) == _without_blank_lines(y) or facts.unused_import(x_tree)
+    mixed = facts.mixed_spelling(x_tree)
     # A call the revert spells anew (its import gone, or `mixed`), in a statement `x` does not lay
     # out as the formatters do, may come out laid out as they do (a shorter callee brings a long
     # line within the length), or the reverse; rewritten, it is then laid out as they would.

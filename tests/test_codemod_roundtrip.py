@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 from scanrewrite.codemod import revert
 from tests import test_codemod, test_codemod_bytes, test_codemod_imports, test_codemod_levels, test_codemod_skips
-from tests.revert_corpus import Outcome, _reads, corpus_files, round_trip
+from tests import program_facts
+from tests.revert_corpus import Outcome, corpus_files, round_trip
 from tests.update_goldens import golden_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +208,7 @@ def test_a_local_variable_is_no_read_of_an_import():
     """A function's own `jax` (assigned, a loop's target, ...) reads no import of `jax`: an
     import only such a name matches is one nothing reads, which the round trip lets go."""
     def reads(code):
-        return _reads(ast.parse(textwrap.dedent(code)))
+        return program_facts.reads(ast.parse(textwrap.dedent(code)))
 
     assert "jax" not in reads("def g():\n    jax = make()\n    return jax.lax\n")
     assert "jax" not in reads("def g():\n    for jax in xs:\n        jax.lax\n")
