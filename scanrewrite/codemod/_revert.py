@@ -30,9 +30,9 @@ the API or its module: `from jax.lax import scan` beside `from jax import lax` s
 `lax.scan` call `scan`), its calls pass no `unroll=` literal, and its long calls are laid out
 as above; `rewrite(revert(y))` is `y` for a rewritten `y` (with the options that wrote it),
 but for the layout of a call spelled anew (as above, or its import gone) in a statement not
-laid out as the formatters lay it out, and for an import nothing read (``if TYPE_CHECKING:
-import jax``): the call spelled anew reads it too, so the rewrite removes it with the added
-``import jax``; `revert` of its own output changes nothing.
+laid out as the formatters lay it out, and for an import nothing read (an ``import jax``
+under ``if TYPE_CHECKING:``): the call spelled anew reads it too, so the rewrite removes it
+with the added ``import jax``; `revert` of its own output changes nothing.
 """
 
 from __future__ import annotations
