@@ -72,6 +72,11 @@ def checkpoint_value(mode: str, module: str | None) -> cst.BaseExpression | None
     return cst.parse_expression(f"{module}.{mode}" if mode in RUNTIME_POLICIES else f"jax.checkpoint_policies.{mode}")
 
 
+def levels_value(levels: int | str) -> cst.BaseExpression:
+    """The value a `levels` setting is written as: ``"auto"`` or an integer."""
+    return cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
+
+
 def append_args(call: cst.Call, new: list[cst.Arg]) -> tuple[cst.Arg, ...]:
     """`call`'s arguments with `new` appended in the call's own layout.
 

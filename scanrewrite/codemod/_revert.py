@@ -44,7 +44,7 @@ from typing import Any
 import libcst as cst
 
 from scanrewrite.codemod._applied import relayout_decorator, reverted_decorator, runtime_partials
-from scanrewrite.codemod._arguments import remove_args
+from scanrewrite.codemod._arguments import levels_value, remove_args
 from scanrewrite.codemod.imports import ImportEdits, ImportPruner, apply_scheduled_imports, unused_imports, whole_lines
 from scanrewrite.layout import KeepLayout
 from scanrewrite.codemod._parsing import Parsed, no_collection, node_lines
@@ -389,7 +389,7 @@ def _writes_what_it_has(pragma: Pragma, plan: _Plan) -> bool:
         return False
     if pragma.levels is None or "levels" not in plan.target.keyword_only:
         return True
-    return has.get("levels") == ('"auto"' if pragma.levels == "auto" else str(pragma.levels))
+    return has.get("levels") == _code(levels_value(pragma.levels))
 
 
 def _as_statement(decorator: cst.Decorator) -> cst.SimpleStatementLine:

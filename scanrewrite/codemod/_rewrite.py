@@ -15,7 +15,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, Scope
 
-from scanrewrite.codemod._arguments import ArgShape, append_args, checkpoint_value, keyword_arg
+from scanrewrite.codemod._arguments import ArgShape, append_args, checkpoint_value, keyword_arg, levels_value
 from scanrewrite.codemod._applied import find_flax, relayout_decorator, replace_applied
 from scanrewrite.codemod._checkpoints import PerStep, may_wrap, per_step_note, read_bodies
 from scanrewrite.codemod._discovery import Resolver, call_pragma, may_rewrite, read_pragmas, take_survey
@@ -282,8 +282,7 @@ class Rewriter:
             new_args.append(keyword_arg("checkpoint", checkpoint_value(checkpoint, runtime)))
         levels = pragma.levels if pragma.levels is not None else self.options.levels
         if levels is not None and "levels" in target.keyword_only and not shape.passes("levels"):
-            value = cst.SimpleString('"auto"') if levels == "auto" else cst.Integer(str(levels))
-            new_args.append(keyword_arg("levels", value))
+            new_args.append(keyword_arg("levels", levels_value(levels)))
         return new_args
 
     def _skip(self, line: int, reason: str) -> None:

@@ -47,6 +47,7 @@ import libcst as cst
 
 from scanrewrite.codemod._applied import runtime_partials
 from scanrewrite.codemod._arguments import ArgShape, append_args, checkpoint_value, keyword_arg, remove_args
+from scanrewrite.codemod._arguments import levels_value
 from scanrewrite.codemod._discovery import Resolver, call_pragma, read_pragmas, take_survey
 from scanrewrite.codemod.imports import ImportEdits, apply_scheduled_imports
 from scanrewrite.layout import KeepLayout
@@ -318,8 +319,7 @@ def _new_args(
         value = None if settings.at_default("checkpoint") else checkpoint_value(mode, module)
         wanted.append(("checkpoint", value))
     if settings.levels is not None:
-        value = cst.SimpleString('"auto"') if settings.levels == "auto" else cst.Integer(str(settings.levels))
-        wanted.append(("levels", None if settings.at_default("levels") else value))
+        wanted.append(("levels", None if settings.at_default("levels") else levels_value(settings.levels)))
     if settings.store is not None:
         wanted.append(("store", None if settings.at_default("store") else cst.Integer(str(settings.store))))
     for name, value in wanted:
