@@ -1,6 +1,7 @@
-"""What the tuner reads from the function's jaxpr, traced with every site as the scan it
-replaced: each site's number of steps, the narrowest float it computes in, and which site a
-difference between two traces comes from.
+"""What the tuner reads from the function's jaxpr: traced with every site as the scan it
+replaced, each site's number of steps, the narrowest float it computes in, and which site a
+difference between two traces comes from; traced with a candidate, a lower bound on the memory
+its backward pass keeps (`kept_at_least`).
 
 A site is found by the source of the `scan` equations: jax records the Python frames of
 each equation, innermost first, and the first frame at a site's file and line is that site.
@@ -114,3 +115,69 @@ def _same_value(x: Any, y: Any) -> bool:
         return bool(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True))
     except (TypeError, ValueError):
         return x is y
+
+
+#: Equations whose outputs a checkpoint policy keeps (dots, reductions) and XLA materializes:
+#: none is fused away into a consumer or computed twice.
+_MATERIALIZED = frozenset({"dot_general", "reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"})
+#: Equations whose output is their input's value (jax marks the values a policy keeps with
+#: `reduce_precision` to their own precision).
+_SAME_VALUE = frozenset({"reduce_precision"})
+_CHECKPOINTS = frozenset({"checkpoint", "remat", "remat2"})
+
+
+def kept_at_least(jaxpr: Any) -> int:
+    """A lower bound, in bytes, on the memory that a closed jaxpr's program keeps for its
+    backward pass: the outputs of dots and reductions that the recomputation of a checkpoint
+    (a differentiated checkpoint equation) reads, alive all at once.
+
+    A value is alive while a checkpoint's recomputation R runs when the equation that computes
+    it is an ancestor of R and R or a descendant of R reads it, in any order XLA schedules
+    them. Per-step checkpoints straight-line form a chain through the cotangents, so at the
+    backward pass of the last step every step's kept values are alive. Only chains within one
+    jaxpr are followed (values crossing into another count as nothing), so the bound is low,
+    never high; it assumes XLA rematerializes nothing, as it does not below the device's
+    memory."""
+    return max((_kept_in(sub) for sub in _jaxprs(jaxpr.jaxpr)), default=0)
+
+
+def _jaxprs(jaxpr: Any) -> Iterator[Any]:
+    yield jaxpr
+    for eqn in jaxpr.eqns:
+        for sub, _ in sub_jaxprs(eqn):
+            yield from _jaxprs(sub)
+
+
+def _kept_in(jaxpr: Any) -> int:
+    # Each value's ancestry as a bit mask over the dots and reductions (their outputs) and the
+    # recomputations: a few hundred bits where a pass over every equation's ancestors would
+    # hold thousands.
+    bit: dict[Any, int] = {}  # a dot's or reduction's output, or a recomputation: its bit
+    sizes: dict[int, int] = {}  # a dot's or reduction's bit: its output's bytes
+    ancestry: dict[Any, int] = {}
+    recomputations: list[tuple[int, int, set[int]]] = []  # (its bit, its ancestry, bits it reads)
+    for eqn in jaxpr.eqns:
+        inputs = [var for var in eqn.invars if not hasattr(var, "val")]
+        above = 0
+        for var in inputs:
+            above |= ancestry.get(var, 0) | (1 << bit[var] if var in bit else 0)
+        if eqn.primitive.name in _CHECKPOINTS and eqn.params.get("differentiated"):
+            own = len(bit) + len(recomputations)
+            recomputations.append((own, above, {bit[var] for var in inputs if var in bit}))
+            above |= 1 << own
+        for var in eqn.outvars:
+            ancestry[var] = above
+            if eqn.primitive.name in _SAME_VALUE and inputs and inputs[0] in bit:
+                bit[var] = bit[inputs[0]]
+            elif eqn.primitive.name in _MATERIALIZED:
+                bit[var] = len(bit) + len(recomputations)
+                sizes[bit[var]] = _nbytes(var.aval)
+    best = 0
+    for own, above, _ in recomputations:
+        reading = set().union(*(reads for other, ancestors, reads in recomputations if other == own or ancestors >> own & 1))
+        best = max(best, sum(sizes[b] for b in reading if above >> b & 1))
+    return best
+
+
+def _nbytes(aval: Any) -> int:
+    return int(np.prod(aval.shape, dtype=np.int64)) * getattr(aval.dtype, "itemsize", 0)

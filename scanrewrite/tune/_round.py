@@ -14,10 +14,11 @@ from scanrewrite.runtime import Site
 from scanrewrite.tune._candidates import Candidate
 from scanrewrite.tune._compile import Compiled
 from scanrewrite.tune._errors import TuneError
+from scanrewrite.tune._jaxpr import kept_at_least
 from scanrewrite.tune._measure import measure
 from scanrewrite.tune._predict import anchor, bases, fill, prune
 from scanrewrite.tune._progress import Steps
-from scanrewrite.tune._report import SiteReport
+from scanrewrite.tune._report import SiteReport, format_bytes
 from scanrewrite.tune._rows import site_report
 from scanrewrite.tune._session import Session
 
@@ -32,13 +33,13 @@ def tune_site(session: Session, site: Site, steps: Steps) -> SiteReport:
     listed, limit = session.candidates[site], session.limit
     spends = bool(listed.spend) and limit is not None
     first = anchor(listed.spend) if spends else None
+    skipped = _too_large(session, site, listed.spend) if spends else {}
     starts = [first, *bases(listed.spend, session.found.lengths[site])] if first is not None else []
     # The programs the predictions start from are compiled beside the site's own candidates:
     # one round of compiles fewer, each a minute or more on an accelerator.
-    results = _compile(session, site, [*listed.tried, *starts], steps, where)
-    skipped: dict[Candidate, str] = {}
+    results = _compile(session, site, [*listed.tried, *(c for c in starts if c not in skipped)], steps, where)
     if spends:
-        results, skipped = _spend(session, site, results, steps, where)
+        results, skipped = _spend(session, site, results, steps, where, skipped)
     over = _over_budget(session, site, results)
     ok = [result for _, result in results if result.error is None and id(result) not in over]
     options = session.options
@@ -69,13 +70,32 @@ def _measured(results: Results) -> dict[Candidate, int]:
     return {c: r.temp_bytes for c, r in results if r.temp_bytes is not None}
 
 
-def _spend(session: Session, site: Site, results: Results, steps: Steps, where: str) -> tuple[Results, dict[Candidate, str]]:
+def _too_large(session: Session, site: Site, spending: list[Candidate]) -> dict[Candidate, str]:
+    """The candidates with a policy on every step whose program keeps more than the budget by
+    `kept_at_least` (its jaxpr traced, not compiled: at a Flax site such a program took 100 s
+    and more to compile on a TPU v5e), with their stored counts (a stored step keeps all its
+    residuals, the policy's among them), each with why it is left out."""
+    length, limit = session.found.lengths[site], session.limit
+    skipped: dict[Candidate, str] = {}
+    for base in bases(spending, length):
+        floor = kept_at_least(session.program.jaxpr(session.trying(site, base)))
+        if floor > limit:
+            why = f"not compiled: {base} keeps at least {format_bytes(floor)}, over the budget"
+            family = (base.unroll, base.checkpoint, base.levels)
+            skipped.update({c: why for c in spending if (c.unroll, c.checkpoint, c.levels) == family})
+    return skipped
+
+
+def _spend(
+    session: Session, site: Site, results: Results, steps: Steps, where: str, skipped: dict[Candidate, str]
+) -> tuple[Results, dict[Candidate, str]]:
     """`results` with the candidates that spend memory compiled where predicted to fit and win
     (and, with `stores` auto, the stored counts predicted to fill the budget), and those left
-    out with why."""
+    out with why (`skipped`: those already left out)."""
     listed, length, limit = session.candidates[site], session.found.lengths[site], session.limit
-    done = {c for c, _ in results}  # a start that failed to compile is not predicted again
-    chosen, skipped = prune([c for c in listed.spend if c not in done], _measured(results), length, limit)
+    done = {c for c, _ in results} | set(skipped)  # a start that failed to compile is not predicted again
+    chosen, predicted = prune([c for c in listed.spend if c not in done], _measured(results), length, limit)
+    skipped = {**skipped, **predicted}
     results = results + _compile(session, site, chosen, steps, where)
     if session.options.stores is None:
         done = {c for c, _ in results}  # a count that failed to compile is not measured
