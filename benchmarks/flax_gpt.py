@@ -41,9 +41,10 @@ import scanrewrite.runtime
 DTYPE = jnp.bfloat16
 
 
-def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int) -> tuple:
+def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int, dropout: float = 0.1) -> tuple:
     """(graphdef, params, rest, x): the NNX stack of `layers` blocks made with `nnx.vmap`, split
-    into its parameters and the rest (each layer's dropout stream: a key and a counter)."""
+    into its parameters and the rest (each layer's dropout stream: a key and a counter), each
+    block dropping `dropout` of its MLP's outputs."""
     from flax import nnx
 
     class Block(nnx.Module):
@@ -52,7 +53,7 @@ def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int) -> tupl
             self.ln1, self.ln2 = nnx.LayerNorm(width, **kw), nnx.LayerNorm(width, **kw)
             self.attn = nnx.MultiHeadAttention(heads, width, decode=False, **kw)
             self.up, self.down = nnx.Linear(width, 4 * width, **kw), nnx.Linear(4 * width, width, **kw)
-            self.drop = nnx.Dropout(0.1, rngs=rngs)
+            self.drop = nnx.Dropout(dropout, rngs=rngs)
 
         def __call__(self, x):
             mask = nnx.make_causal_mask(jnp.ones((batch, seq)))
@@ -103,8 +104,9 @@ def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> d
     return _ways(program, nnx.scan, scanrewrite.runtime.nnx_scan, "nnx.scan(nnx.remat(block))")
 
 
-def linen_block(batch: int, seq: int, width: int, heads: int):
-    """The Linen block, `Block()(x, _) -> (x, None)`, for `nn.scan(nn.remat(Block), ...)`."""
+def linen_block(batch: int, seq: int, width: int, heads: int, dropout: float = 0.1):
+    """The Linen block, `Block()(x, _) -> (x, None)`, for `nn.scan(nn.remat(Block), ...)`,
+    dropping `dropout` of its MLP's outputs."""
     from flax import linen as nn
 
     class Block(nn.Module):
@@ -115,7 +117,7 @@ def linen_block(batch: int, seq: int, width: int, heads: int):
             h = x + attend(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(x), mask=mask)
             up = nn.Dense(4 * width, dtype=DTYPE, param_dtype=DTYPE)(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(h))
             down = nn.Dense(width, dtype=DTYPE, param_dtype=DTYPE)(jax.nn.gelu(up))
-            return h + nn.Dropout(0.1, deterministic=False)(down), None
+            return h + nn.Dropout(dropout, deterministic=False)(down), None
 
     return Block
 

@@ -11,6 +11,8 @@ memory, and every candidate's loss, gradients (and NNX state) are compared with 
     scanrewrite-tune benchmarks/tune_flax_gpt.py:nnx --ks 1,4 --memory-budget 1x --compile-threads 8 -v
     scanrewrite-tune benchmarks/tune_flax_gpt.py:linen --ks 1,4 --memory-budget 1x --compile-threads 8 -v
     scanrewrite-tune benchmarks/tune_flax_gpt.py:nnx_smoke --ks 1,4 --memory-budget 1x -v   # tiny, on the CPU
+
+`nnx_no_dropout` and `linen_no_dropout` are the same stacks with a dropout rate of 0.
 """
 
 from __future__ import annotations
@@ -30,19 +32,19 @@ import scanrewrite.runtime  # noqa: E402
 FULL, SMALL, SMOKE = (16, 8, 1024, 1024, 16), (4, 8, 1024, 1024, 16), (4, 1, 8, 16, 2)
 
 
-def _nnx(sizes):
+def _nnx(sizes, dropout=0.1):
     from flax import nnx
 
-    graphdef, params, rest, x = nnx_model(*sizes)
+    graphdef, params, rest, x = nnx_model(*sizes, dropout=dropout)
     forward = scanrewrite.runtime.nnx_scan(nnx.remat(lambda h, block: block(h)), in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, unroll=4)
     return nnx_step(forward, graphdef), (params, rest, x)
 
 
-def _linen(sizes):
+def _linen(sizes, dropout=0.1):
     from flax import linen as nn
 
     layers, batch, seq, width, heads = sizes
-    Block = linen_block(batch, seq, width, heads)
+    Block = linen_block(batch, seq, width, heads, dropout)
     Stack = scanrewrite.runtime.linen_scan(nn.remat(Block), variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True}, length=layers, unroll=4)
     x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
     keys = {"params": jax.random.key(0), "dropout": jax.random.key(2)}
@@ -62,6 +64,17 @@ def nnx():
 def linen():
     """As `nnx`, written with Linen."""
     return _linen(FULL)
+
+
+def nnx_no_dropout():
+    """As `nnx`, without dropout (each block's dropout stream still there, never drawn from):
+    the stack `benchmarks/tune_gpt.py` writes with `jax.lax.scan`."""
+    return _nnx(FULL, dropout=0.0)
+
+
+def linen_no_dropout():
+    """As `linen`, without dropout."""
+    return _linen(FULL, dropout=0.0)
 
 
 def nnx_small():
