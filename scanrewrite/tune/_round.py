@@ -33,13 +33,14 @@ def tune_site(session: Session, site: Site, steps: Steps) -> SiteReport:
     listed, limit = session.candidates[site], session.limit
     spends = bool(listed.spend) and limit is not None
     first = anchor(listed.spend) if spends else None
-    skipped = _too_large(session, site, listed.spend) if spends else {}
+    floors = _too_large(session, site, listed.spend) if spends else {}
     starts = [first, *bases(listed.spend, session.found.lengths[site])] if first is not None else []
     # The programs the predictions start from are compiled beside the site's own candidates:
     # one round of compiles fewer, each a minute or more on an accelerator.
-    results = _compile(session, site, [*listed.tried, *(c for c in starts if c not in skipped)], steps, where)
+    results = _compile(session, site, [*listed.tried, *(c for c in starts if c not in floors)], steps, where)
+    skipped: dict[Candidate, str] = {}
     if spends:
-        results, skipped = _spend(session, site, results, steps, where, skipped)
+        results, skipped = _spend(session, site, results, steps, where, floors)
     over = _over_budget(session, site, results)
     ok = [result for _, result in results if result.error is None and id(result) not in over]
     options = session.options
@@ -70,32 +71,33 @@ def _measured(results: Results) -> dict[Candidate, int]:
     return {c: r.temp_bytes for c, r in results if r.temp_bytes is not None}
 
 
-def _too_large(session: Session, site: Site, spending: list[Candidate]) -> dict[Candidate, str]:
-    """The candidates with a policy on every step whose program keeps more than the budget by
-    `kept_at_least` (its jaxpr traced, not compiled: at a Flax site such a program took 100 s
-    and more to compile on a TPU v5e), with their stored counts (a stored step keeps all its
-    residuals, the policy's among them), each with why it is left out."""
-    length, limit = session.found.lengths[site], session.limit
-    skipped: dict[Candidate, str] = {}
-    for base in bases(spending, length):
-        floor = kept_at_least(session.program.jaxpr(session.trying(site, base)))
-        if floor > limit:
-            why = f"not compiled: {base} keeps at least {format_bytes(floor)}, over the budget"
-            family = (base.unroll, base.checkpoint, base.levels)
-            skipped.update({c: why for c in spending if (c.unroll, c.checkpoint, c.levels) == family})
-    return skipped
+def _too_large(session: Session, site: Site, spending: list[Candidate]) -> dict[Candidate, int]:
+    """The candidates with a policy on every step (no stored steps) whose program keeps more
+    than the budget by `kept_at_least`, with that bound: their jaxprs traced, not compiled (at a
+    Flax site such a program took 100 s and more to compile on a TPU v5e)."""
+    found: dict[Candidate, int] = {}
+    for base in bases(spending, session.found.lengths[site]):
+        try:
+            floor = kept_at_least(session.program.jaxpr(session.trying(site, base)))
+        except Exception:  # compiling it reports the failure in its row
+            continue
+        if floor > session.limit:
+            found[base] = floor
+    return found
 
 
 def _spend(
-    session: Session, site: Site, results: Results, steps: Steps, where: str, skipped: dict[Candidate, str]
+    session: Session, site: Site, results: Results, steps: Steps, where: str, floors: dict[Candidate, int]
 ) -> tuple[Results, dict[Candidate, str]]:
     """`results` with the candidates that spend memory compiled where predicted to fit and win
     (and, with `stores` auto, the stored counts predicted to fill the budget), and those left
-    out with why (`skipped`: those already left out)."""
+    out with why. A policy on every step in `floors` (`_too_large`) is left out, and its stored
+    counts are predicted from its bound as from its compiled memory."""
     listed, length, limit = session.candidates[site], session.found.lengths[site], session.limit
+    skipped = {c: f"not compiled: {c} keeps at least {format_bytes(floor)}, over the budget" for c, floor in floors.items()}
     done = {c for c, _ in results} | set(skipped)  # a start that failed to compile is not predicted again
-    chosen, predicted = prune([c for c in listed.spend if c not in done], _measured(results), length, limit)
-    skipped = {**skipped, **predicted}
+    chosen, predicted = prune([c for c in listed.spend if c not in done], {**_measured(results), **floors}, length, limit)
+    skipped.update(predicted)
     results = results + _compile(session, site, chosen, steps, where)
     if session.options.stores is None:
         done = {c for c, _ in results}  # a count that failed to compile is not measured
