@@ -9,6 +9,7 @@ each equation, innermost first, and the first frame at a site's file and line is
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -152,7 +153,8 @@ def _kept_in(jaxpr: Any) -> int:
     # Each value's ancestry as a bit mask over the dots and reductions (their outputs) and the
     # recomputations: a few hundred bits where a pass over every equation's ancestors would
     # hold thousands.
-    bit: dict[Any, int] = {}  # a dot's or reduction's output, or a recomputation: its bit
+    numbers = itertools.count()
+    bit: dict[Any, int] = {}  # a dot's or reduction's output: its bit
     sizes: dict[int, int] = {}  # a dot's or reduction's bit: its output's bytes
     ancestry: dict[Any, int] = {}
     recomputations: list[tuple[int, int, set[int]]] = []  # (its bit, its ancestry, bits it reads)
@@ -162,7 +164,7 @@ def _kept_in(jaxpr: Any) -> int:
         for var in inputs:
             above |= ancestry.get(var, 0) | (1 << bit[var] if var in bit else 0)
         if eqn.primitive.name in _CHECKPOINTS and eqn.params.get("differentiated"):
-            own = len(bit) + len(recomputations)
+            own = next(numbers)
             recomputations.append((own, above, {bit[var] for var in inputs if var in bit}))
             above |= 1 << own
         for var in eqn.outvars:
@@ -170,7 +172,7 @@ def _kept_in(jaxpr: Any) -> int:
             if eqn.primitive.name in _SAME_VALUE and inputs and inputs[0] in bit:
                 bit[var] = bit[inputs[0]]
             elif eqn.primitive.name in _MATERIALIZED:
-                bit[var] = len(bit) + len(recomputations)
+                bit[var] = next(numbers)
                 sizes[bit[var]] = _nbytes(var.aval)
     best = 0
     for own, above, _ in recomputations:
