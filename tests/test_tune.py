@@ -117,7 +117,7 @@ def test_two_sites_end_to_end(project: Path, monkeypatch: pytest.MonkeyPatch):
     first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0, keep_rewrites=True)
     site_a, site_b = Site(str(program.resolve()), SITE_A), Site(str(program.resolve()), SITE_B)
     assert [site.site for site in first.sites] == [site_a, site_b]
-    memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
+    memory = {row.candidate.unroll: row.memory_bytes for row in first.sites[0].rows}
     assert set(memory) == {1, 4} and memory[1] != memory[4]
     least = min(memory, key=memory.get)
     # The first site is written with the other k, so that its pick under the budget below (the
@@ -394,7 +394,7 @@ def test_a_scan_bound_with_partial_is_tuned_and_written_back_in_a_subprocess(pro
     first = scanrewrite.tune.tune(fn, args, ks=[1, 4], repeats=1, warmup=0, keep_rewrites=True)
     path = str(program.resolve())
     assert [site.site for site in first.sites] == [Site(path, JITTED), Site(path, BOUND)]
-    memory = {row.candidate.unroll: row.temp_bytes for row in first.sites[0].rows}
+    memory = {row.candidate.unroll: row.memory_bytes for row in first.sites[0].rows}
     assert set(memory) == {1, 4} and memory[1] != memory[4]
     least = min(memory, key=memory.get)
     written = 4 if least == 1 else 1

@@ -109,7 +109,7 @@ def test_a_policy_on_every_step_over_the_budget_by_its_bound_is_not_compiled(str
     assert floor > 0
     ample = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget="100x", stores=(1, 4))
     rows = {row.label: row for row in ample.sites[0].rows}
-    compiled = rows[f"per-step {policy}"].temp_bytes
+    compiled = rows[f"per-step {policy}"].memory_bytes
     assert compiled is not None and floor <= compiled
     report = scanrewrite.tune.tune(fn, args, ks=[1], repeats=1, warmup=0, memory_budget=floor - 1, stores=(1, 4))
     rows = {row.label: row for row in report.sites[0].rows}
@@ -117,5 +117,5 @@ def test_a_policy_on_every_step_over_the_budget_by_its_bound_is_not_compiled(str
     # Its stored counts are predicted from the bound, as from a compiled program's memory.
     assert rows[f"per-step {policy}, store=4"].note.startswith("not compiled: predicted")
     for label in (f"per-step {policy}", f"per-step {policy}, store=4"):
-        assert rows[label].compile_s is None and rows[label].temp_bytes is None
+        assert rows[label].compile_s is None and rows[label].memory_bytes is None
     assert rows["k=1"].compile_s is not None and report.compiled < ample.compiled

@@ -273,7 +273,7 @@ def test_a_budget_pick_with_a_policy_and_levels_is_written_back(project: Path):
         fn, args, ks=[1], checkpoints="nothing_saveable", levels=[2], keep_rewrites=True, repeats=1, warmup=0
     )
     (site,) = first.sites
-    memory = {str(row.candidate): row.temp_bytes for row in site.rows}
+    memory = {str(row.candidate): row.memory_bytes for row in site.rows}
     assert set(memory) == {"k=1", "k=1, levels=2", "k=1, nothing_saveable", "k=1, nothing_saveable, levels=2"}
     target = memory.pop("k=1, nothing_saveable, levels=2")
     assert target < min(memory.values()), "only the policy with levels=2 fits the budget below"

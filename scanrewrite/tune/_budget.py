@@ -1,4 +1,4 @@
-"""A memory budget: bytes, a fraction of `lax.scan`'s temp memory, or of the device's memory."""
+"""A memory budget: bytes, a fraction of the original's memory, or of the device's memory."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 @dataclass(frozen=True)
 class Budget:
-    """A memory budget for XLA's compiled temp memory: bytes, a fraction of `lax.scan`'s, or a
-    fraction of the device's memory."""
+    """A memory budget for a compiled program's memory (`_compile.judged_bytes`: XLA's peak on
+    an accelerator, its temp size on the CPU): bytes, a fraction of `lax.scan`'s, or a fraction
+    of the device's memory."""
 
     bytes: int | None = None
     fraction: float | None = None
@@ -48,7 +49,7 @@ class Budget:
         return cls(bytes=int(number * _UNITS[unit]))
 
     def limit(self, baseline_bytes: int | None, device_bytes: int | None = None) -> int | None:
-        """The budget in bytes, given `lax.scan`'s temp memory and the device's memory (None:
+        """The budget in bytes, given `lax.scan`'s memory and the device's memory (None:
         unknown, no limit)."""
         if self.bytes is not None:
             return self.bytes
@@ -68,7 +69,7 @@ class Budget:
             return f"{self.bytes} bytes"
         if self.device is not None:
             return f"{self.device:g} of the device's memory"
-        return f"{self.fraction:g}x lax.scan's temp memory"
+        return f"{self.fraction:g}x lax.scan's memory"
 
 
 _BUDGET_FORMS = "a memory budget is bytes ('2GiB'), a fraction of lax.scan's ('0.5x', '50%') or of the device's memory ('0.8')"

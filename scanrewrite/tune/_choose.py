@@ -41,7 +41,7 @@ class Option:
 
     candidate: Candidate
     timing: Timing | None
-    temp_bytes: int | None
+    memory_bytes: int | None
     error: str | None = None
     #: Whether its numbers differ from the original's: it is never picked.
     differs: bool = False
@@ -78,10 +78,10 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     """The pick among `options`, and why.
 
     Only candidates that ran and compute the original's numbers count. The fastest (median
-    step time) of those whose temp memory fits `limit`; then, among those within the measured
+    step time) of those whose memory fits `limit`; then, among those within the measured
     noise of it (the larger of the two spreads) or compiled to the same program: the original
     scan if it is one of them (the rewrite keeps only what helps: speed, or the memory the
-    budget needs), else the one with the least temp memory (ties: the one closest to the
+    budget needs), else the one with the least memory (ties: the one closest to the
     written setting, which changes fewest of the call's settings, then the faster).
     The written setting also stands wherever it compiles to the same program as the pick.
     If none fits the budget, the one with the least memory, said so in the reason. None if no
@@ -90,9 +90,9 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
     ran = [option for option in options if option.error is None and option.timing is not None and not option.differs]
     if not ran:
         return None, "no candidate ran" if not any(option.differs for option in options) else "no candidate verified"
-    fits = [o for o in ran if limit is None or o.temp_bytes is None or o.temp_bytes <= limit]
+    fits = [o for o in ran if limit is None or o.memory_bytes is None or o.memory_bytes <= limit]
     if not fits:
-        least = min(ran, key=lambda o: (o.temp_bytes, o.timing.median))
+        least = min(ran, key=lambda o: (o.memory_bytes, o.timing.median))
         return least, OVER_BUDGET
     fastest = min(fits, key=lambda o: o.timing.median)
     ties = [
@@ -108,7 +108,7 @@ def choose(options: Sequence[Option], limit: int | None) -> tuple[Option | None,
         same = original.program is not None and original.program == fastest.program
         how = "the same program as" if same else "as fast as"
         return original, f"{how} {fastest.candidate}{'' if same else ' within noise'}: the rewrite does not help here"
-    memory = lambda o: math.inf if o.temp_bytes is None else o.temp_bytes
+    memory = lambda o: math.inf if o.memory_bytes is None else o.memory_bytes
     best = min(ties, key=lambda o: (memory(o), o.distance, o.timing.median))
     written = next((o for o in fits if o.written), None)
     if written not in (None, best) and written.program is not None and written.program == best.program:

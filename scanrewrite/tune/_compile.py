@@ -1,8 +1,8 @@
 """Stage 4, compile: the user's function compiled under per-site overrides.
 
 A configuration gives every site its setting (or leaves it as written); it is compiled once,
-under `scanrewrite.runtime.override`, into an executable whose compile time and XLA temp
-memory are recorded (timing it is `_measure`'s). The first call of each executable also gives
+under `scanrewrite.runtime.override`, into an executable whose compile time and memory
+(`judged_bytes`) are recorded (timing it is `_measure`'s). The first call of each executable also gives
 its outputs, which are compared with the original's (`_verify`): the check costs no compile.
 """
 
@@ -76,13 +76,30 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def judged_bytes(temp: int, peak: int | None, platform: str) -> int:
+    """The memory a compiled program is judged by: XLA's peak (arguments, outputs and
+    temporaries alive at once, what a loop stacks among them) on an accelerator that reports
+    one, else its temp size (on the CPU, whose peak jax 0.10 does not report and 0.12 counts
+    otherwise).
+
+    On a TPU v5e the temp size misjudged both ways: the gradient of 1,024 GRU-like steps in
+    chunks of 4 had 1.47x the temporaries of `lax.scan(jax.checkpoint(f))` at 0.55x its peak,
+    a 16-layer Flax stack keeping its softmax's reductions 1.01x at 0.89x."""
+    return peak if platform != "cpu" and peak else temp
+
+
+def memory_measure(platform: str) -> str:
+    """What `judged_bytes` reads on `platform`, as the report says it."""
+    return "XLA's temp memory" if platform == "cpu" else "XLA's peak memory (its temp memory where the device reports no peak)"
+
+
 @dataclass
 class Compiled:
     """One configuration, compiled (or the reason it could not be)."""
 
     executable: Any | None
     compile_s: float | None
-    temp_bytes: int | None
+    memory_bytes: int | None
     error: str | None = None
     #: Its outputs against the original's, once it has run (`Program.time`).
     comparison: Comparison | None = None
@@ -257,15 +274,18 @@ class Program:
             executable = lowered.compile()
             compile_s = lower_s + time.perf_counter() - start
             analysis = executable.memory_analysis()
-            temp = None if analysis is None else int(analysis.temp_size_in_bytes)
-            return Compiled(executable, compile_s, temp, program=_digest(executable))
+            memory = None
+            if analysis is not None:
+                peak = getattr(analysis, "peak_memory_in_bytes", None)
+                memory = judged_bytes(int(analysis.temp_size_in_bytes), peak, jax.devices()[0].platform)
+            return Compiled(executable, compile_s, memory, program=_digest(executable))
         except Exception as exc:  # noqa: BLE001 - as above
             return Compiled(None, None, None, f"failed to compile: {one_line(exc)}")
 
     def _keep(self, config: Config | str, result: Compiled) -> Compiled:
         known = self._compiled.get(config)
         if known is not None:  # compiled again after `forget`: the first numbers stand
-            result.compile_s, result.temp_bytes = known.compile_s, known.temp_bytes
+            result.compile_s, result.memory_bytes = known.compile_s, known.memory_bytes
         self._compiled[config] = result
         return result
 

@@ -230,11 +230,11 @@ class TuneOptions:
     repeats: int = option(_Count(), 10, "Timed calls of each configuration, interleaved, after the warm-up.")
     #: Untimed calls of each configuration before timing.
     warmup: int = option(_Count(least=0), 1, "Untimed calls of each configuration before timing.")
-    #: A limit on XLA's compiled temp memory of the whole function (see `Budget`); None: none.
+    #: A limit on the compiled memory of the whole function (see `Budget`); None: none.
     memory_budget: Budget | None = option(
         _Parsed(_budget, "BUDGET"),
         None,
-        "Limit on compiled temp memory: bytes ('12GiB', '500MB'), a fraction of lax.scan's ('0.5x', '50%') or of "
+        "Limit on compiled memory (XLA's peak on an accelerator, its temp size on the CPU): bytes ('12GiB', '500MB'), a fraction of lax.scan's ('0.5x', '50%') or of "
         "the device's memory ('0.8'). Then scan sites (and Flax's) also try reductions_saveable at each k, stored "
         "steps, the runtime's dots-and-reductions policies (and --policies) on every step, and the for-loop's "
         "program, compiling only those predicted to fit and win.",

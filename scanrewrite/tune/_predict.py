@@ -3,15 +3,15 @@
 Straight-line programs compile slowly on an accelerator (the for-loop of a 16-layer GPT-style
 stack takes 38 s on a TPU v5e against 4 s for `lax.scan(jax.checkpoint(f))`), and the programs
 that spend memory (stored steps, the for-loop's program) are the straight-line ones. So the
-tuner predicts their temp memory from programs it compiles anyway, and compiles only those that
+tuner predicts their memory from programs it compiles anyway, and compiles only those that
 may fit and win:
 
-- **One step's residuals**, r: the temp memory of k = 1 with one stored step, less that of
+- **One step's residuals**, r: the memory of k = 1 with one stored step, less that of
   k = 1 (both cheap to compile: one straight-line step). Storing s steps of chunks of k keeps
-  about `temp(k) + s * r`, and the for-loop's program (every step stored) about
-  `temp(1) + (N - 1) * r`. With a policy on every step (`unroll=N`), whose program is
+  about `mem(k) + s * r`, and the for-loop's program (every step stored) about
+  `mem(1) + (N - 1) * r`. With a policy on every step (`unroll=N`), whose program is
   compiled first (the `bases`), a stored step keeps r less what the policy saved of it:
-  `temp(N, policy) + s * (r - (temp(N, policy) - temp(1)) / N)`. XLA's temp memory is not
+  `mem(N, policy) + s * (r - (mem(N, policy) - mem(1)) / N)`. XLA's memory is not
   exactly linear in s (buffers are shared and reused), so a candidate is left out only when
   its prediction exceeds the budget by more than `MARGIN`.
 - **May win**: of the stored counts predicted to fit at one k, the largest recomputes least,
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from scanrewrite.targets import ALL_POLICIES
 from scanrewrite.tune._candidates import Candidate
 
-#: A prediction may be this much over the budget and still be compiled (XLA's temp memory
+#: A prediction may be this much over the budget and still be compiled (XLA's memory
 #: grows a little less or more than linearly with the steps stored).
 MARGIN = 0.10
 
@@ -63,7 +63,7 @@ def is_for_loop(candidate: Candidate, length: int) -> bool:
 
 
 def predict(candidate: Candidate, measured: Mapping[Candidate, int], length: int) -> int | None:
-    """`candidate`'s temp memory predicted from the `measured` temp memory of other candidates
+    """`candidate`'s memory predicted from the `measured` memory of other candidates
     (at least k = 1 and its anchor); None where they do not tell."""
     first, stored = measured.get(Candidate(1)), measured.get(Candidate(1, store=1))
     if first is None or stored is None or stored <= first:
@@ -84,7 +84,7 @@ def prune(
     spending: Sequence[Candidate], measured: Mapping[Candidate, int], length: int, limit: int
 ) -> tuple[list[Candidate], dict[Candidate, str]]:
     """Of `spending`, those to compile, in order, and why each other is not (see the module's
-    docstring); `measured` holds the temp memory of what is already compiled."""
+    docstring); `measured` holds the memory of what is already compiled."""
     chosen: list[Candidate] = []
     skipped: dict[Candidate, str] = {}
     fitting: dict[tuple, list[Candidate]] = {}

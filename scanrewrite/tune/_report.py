@@ -47,7 +47,7 @@ def format_diff(comparison: Comparison | None) -> str:
     return f"{comparison.max_rel_diff:.1e}"
 
 HEADER = (
-    "| {what} | step time vs original | median step (ms) | spread | temp memory | vs original "
+    "| {what} | step time vs original | median step (ms) | spread | memory | vs original "
     "| compile (s) | vs original | max rel diff | | the runtime built |\n"
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 )
@@ -75,7 +75,7 @@ class Row:
     label: str
     candidate: Candidate | None = None
     compile_s: float | None = None
-    temp_bytes: int | None = None
+    memory_bytes: int | None = None
     timing: Timing | None = None
     error: str | None = None
     note: str = ""
@@ -96,14 +96,14 @@ class Row:
             return f"| {self.label} | {self.error} | | | | | | | | {self.note} | {self.built} |"
         ratio = lambda a, b, fmt: "n/a" if a is None or not b else format(a / b, fmt)
         timing, base = self.timing, baseline.timing
-        mib = "n/a" if self.temp_bytes is None else format_bytes(self.temp_bytes)
+        mib = "n/a" if self.memory_bytes is None else format_bytes(self.memory_bytes)
         return " | ".join([
             f"| {self.label}",
             ratio(timing.median, base.median, ".2f") if timing and base else "n/a",
             f"{timing.median * 1e3:.2f}" if timing else "n/a",
             f"±{timing.noise / timing.median:.0%}" if timing and timing.median else "n/a",
             mib,
-            ratio(self.temp_bytes, baseline.temp_bytes, ".2f"),
+            ratio(self.memory_bytes, baseline.memory_bytes, ".2f"),
             "n/a" if self.compile_s is None else f"{self.compile_s:.2f}",
             ratio(self.compile_s, baseline.compile_s, ".2f"),
             format_diff(self.comparison),
@@ -163,7 +163,7 @@ class TuneReport:
     #: timed together in one interleaved run.
     whole: list[Row]
     budget: Budget | None = None
-    #: The budget in bytes (a fraction is taken of lax.scan's temp memory).
+    #: The budget in bytes (a fraction is taken of the original's memory).
     limit: int | None = None
     repeats: int = 0
     warmup: int = 0
@@ -185,6 +185,8 @@ class TuneReport:
     not_compiled: int = 0
     #: How many programs XLA compiled at a time (each compile time is then one among several).
     compile_threads: int = 1
+    #: What the memory column reads (`_compile.memory_measure`).
+    memory: str = "XLA's temp memory"
 
     @property
     def picks(self) -> dict[Site, Candidate]:
@@ -205,7 +207,8 @@ class TuneReport:
             budget = f"; memory budget {self.budget} = {format_bytes(self.limit)}"
         parts = [
             f"{self.device}; {self.repeats} timed repeats after {self.warmup} warm-up, interleaved; "
-            f"spread: half the interquartile range of the repeats, as a fraction of the median{budget}; "
+            f"spread: half the interquartile range of the repeats, as a fraction of the median; "
+            f"memory: {self.memory}{budget}; "
             f"max rel diff: of the outputs against the original's (for lax.scan: a second compilation's), "
             f"largest difference over largest magnitude per leaf; the same numbers within "
             f"{self.tolerance.describe()}"

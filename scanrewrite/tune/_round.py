@@ -67,8 +67,8 @@ def _compile(session: Session, site: Site, candidates: Sequence[Candidate], step
 
 
 def _measured(results: Results) -> dict[Candidate, int]:
-    """The temp memory of each candidate compiled so far."""
-    return {c: r.temp_bytes for c, r in results if r.temp_bytes is not None}
+    """The memory of each candidate compiled so far."""
+    return {c: r.memory_bytes for c, r in results if r.memory_bytes is not None}
 
 
 def _too_large(session: Session, site: Site, spending: list[Candidate]) -> dict[Candidate, int]:
@@ -117,9 +117,9 @@ def _over_budget(session: Session, site: Site, results: Results) -> set[int]:
     limit = session.limit
     if not limit:
         return set()
-    fits = any(r.error is None and r.temp_bytes is not None and r.temp_bytes <= limit for _, r in results)
+    fits = any(r.error is None and r.memory_bytes is not None and r.memory_bytes <= limit for _, r in results)
     spend = session.candidates[site].spend
     return {
         id(r) for c, r in results
-        if fits and c in spend and r.temp_bytes is not None and r.temp_bytes > limit
+        if fits and c in spend and r.memory_bytes is not None and r.memory_bytes > limit
     }  # fmt: skip

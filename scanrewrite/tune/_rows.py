@@ -27,7 +27,7 @@ def site_report(
     other numbers, and the pick, its row marked."""
     report = SiteReport(
         site, session.found.calls[site].api, session.found.calls[site].settings,
-        Row(session.found.original, None, session.baseline.compile_s, session.baseline.temp_bytes,
+        Row(session.found.original, None, session.baseline.compile_s, session.baseline.memory_bytes,
             baseline_timing, comparison=session.baseline.comparison),
         [], None, "",
     )  # fmt: skip
@@ -54,20 +54,20 @@ def _row(
     row whose numbers differ to `report.differing`."""
     built = describe_built(result.plans.get(report.site, ()))
     if over:
-        return Row(str(candidate), candidate, result.compile_s, result.temp_bytes, note="over budget: not timed", built=built)
+        return Row(str(candidate), candidate, result.compile_s, result.memory_bytes, note="over budget: not timed", built=built)
     error = result.error or (timing if isinstance(timing, str) else None)
     if error is not None:
         report.errors.append((report.site, f"{candidate}: {error}"))
         timing = None
     label = original_label(report.kind) if candidate.original else str(candidate)
-    row = Row(label, candidate, result.compile_s, result.temp_bytes, timing, error, comparison=result.comparison, built=built)
+    row = Row(label, candidate, result.compile_s, result.memory_bytes, timing, error, comparison=result.comparison, built=built)
     if candidate.as_written(report.written):
         row.label += " (written)"
     limit = session.limit
     if row.differs:
         row.note = "differs"
         report.differing.append(row)
-    elif error is None and limit is not None and result.temp_bytes is not None and result.temp_bytes > limit:
+    elif error is None and limit is not None and result.memory_bytes is not None and result.memory_bytes > limit:
         row.note = "over budget"
     return row
 
@@ -75,7 +75,7 @@ def _row(
 def _option(candidate: Candidate, result: Compiled, row: Row, written: Settings) -> Option:
     """What the pick sees of one candidate's row."""
     return Option(
-        candidate, row.timing, result.temp_bytes, row.error, differs=row.differs,
+        candidate, row.timing, result.memory_bytes, row.error, differs=row.differs,
         written=candidate.as_written(written), program=result.program,
         changes=changes(candidate, written),
     )  # fmt: skip

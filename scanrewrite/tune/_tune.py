@@ -121,8 +121,8 @@ def _round(session: Session, site, progress: Progress) -> SiteReport:
 
 
 def _limit(options: TuneOptions, baseline: Compiled) -> int | None:
-    """The memory budget in bytes: a fraction of lax.scan's temp memory, or of the device's."""
+    """The memory budget in bytes: a fraction of the original's memory (`_compile.judged_bytes`), or of the device's."""
     if options.memory_budget is None:
         return None
     stats = jax.devices()[0].memory_stats() or {}  # None on the CPU
-    return options.memory_budget.limit(baseline.temp_bytes, stats.get("bytes_limit"))
+    return options.memory_budget.limit(baseline.memory_bytes, stats.get("bytes_limit"))

@@ -7,7 +7,7 @@ import time
 
 import jax
 
-from scanrewrite.tune._compile import BASELINE
+from scanrewrite.tune._compile import BASELINE, memory_measure
 from scanrewrite.tune._measure import measure
 from scanrewrite.tune._progress import Progress
 from scanrewrite.tune._report import Row, SiteReport, TuneReport
@@ -32,7 +32,7 @@ def measure_whole(session: Session, progress: Progress) -> list[Row]:
         error = result.error or (timing if isinstance(timing, str) else None)
         comparison = session.baseline.comparison if result is session.baseline else result.comparison
         rows.append(
-            Row(label, None, result.compile_s, result.temp_bytes, None if error else timing, error, comparison=comparison)
+            Row(label, None, result.compile_s, result.memory_bytes, None if error else timing, error, comparison=comparison)
         )
     return rows
 
@@ -50,5 +50,5 @@ def tune_report(session: Session, reports: list[SiteReport], whole: list[Row], s
         picks_agree=not whole[-1].differs, wall_s=time.perf_counter() - started,
         compiled=session.program.compiled_count,
         not_compiled=sum(row.note.startswith("not compiled") for report in reports for row in report.rows),
-        compile_threads=options.compile_threads,
+        compile_threads=options.compile_threads, memory=memory_measure(device.platform),
     )  # fmt: skip
