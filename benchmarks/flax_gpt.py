@@ -41,17 +41,22 @@ import scanrewrite.runtime
 DTYPE = jnp.bfloat16
 
 
-def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int, dropout: float = 0.1) -> tuple:
+def nnx_model(layers: int, batch: int, seq: int, width: int, heads: int, dropout: float = 0.1, fp32_softmax: bool = False) -> tuple:
     """(graphdef, params, rest, x): the NNX stack of `layers` blocks made with `nnx.vmap`, split
     into its parameters and the rest (each layer's dropout stream: a key and a counter), each
-    block dropping `dropout` of its MLP's outputs."""
-    from flax import nnx
+    block dropping `dropout` of its MLP's outputs, its attention's softmax in float32 if
+    `fp32_softmax` (as Linen's `force_fp32_for_softmax`)."""
+    from flax import linen, nnx
+
+    def attention(*args, is_causal=False, **kwargs):
+        return linen.dot_product_attention(*args, force_fp32_for_softmax=True, **kwargs)
 
     class Block(nnx.Module):
         def __init__(self, rngs):
             kw = dict(dtype=DTYPE, param_dtype=DTYPE, rngs=rngs)
             self.ln1, self.ln2 = nnx.LayerNorm(width, **kw), nnx.LayerNorm(width, **kw)
-            self.attn = nnx.MultiHeadAttention(heads, width, decode=False, **kw)
+            fn = dict(attention_fn=attention) if fp32_softmax else {}
+            self.attn = nnx.MultiHeadAttention(heads, width, decode=False, **fn, **kw)
             self.up, self.down = nnx.Linear(width, 4 * width, **kw), nnx.Linear(4 * width, width, **kw)
             self.drop = nnx.Dropout(dropout, rngs=rngs)
 
@@ -104,16 +109,18 @@ def nnx_programs(layers: int, batch: int, seq: int, width: int, heads: int) -> d
     return _ways(program, nnx.scan, scanrewrite.runtime.nnx_scan, "nnx.scan(nnx.remat(block))")
 
 
-def linen_block(batch: int, seq: int, width: int, heads: int, dropout: float = 0.1):
+def linen_block(batch: int, seq: int, width: int, heads: int, dropout: float = 0.1, fp32_softmax: bool = False):
     """The Linen block, `Block()(x, _) -> (x, None)`, for `nn.scan(nn.remat(Block), ...)`,
-    dropping `dropout` of its MLP's outputs."""
+    dropping `dropout` of its MLP's outputs, its attention's softmax in float32 if
+    `fp32_softmax`."""
     from flax import linen as nn
 
     class Block(nn.Module):
         @nn.compact
         def __call__(self, x, _):
             mask = nn.make_causal_mask(jnp.ones((batch, seq)))
-            attend = nn.MultiHeadDotProductAttention(heads, dtype=DTYPE, param_dtype=DTYPE, deterministic=True)
+            attend = nn.MultiHeadDotProductAttention(heads, dtype=DTYPE, param_dtype=DTYPE, deterministic=True,
+                                                     force_fp32_for_softmax=fp32_softmax)  # fmt: skip
             h = x + attend(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(x), mask=mask)
             up = nn.Dense(4 * width, dtype=DTYPE, param_dtype=DTYPE)(nn.LayerNorm(dtype=DTYPE, param_dtype=DTYPE)(h))
             down = nn.Dense(width, dtype=DTYPE, param_dtype=DTYPE)(jax.nn.gelu(up))

@@ -32,19 +32,19 @@ import scanrewrite.runtime  # noqa: E402
 FULL, SMALL, SMOKE = (16, 8, 1024, 1024, 16), (4, 8, 1024, 1024, 16), (4, 1, 8, 16, 2)
 
 
-def _nnx(sizes, dropout=0.1):
+def _nnx(sizes, dropout=0.1, fp32_softmax=False):
     from flax import nnx
 
-    graphdef, params, rest, x = nnx_model(*sizes, dropout=dropout)
+    graphdef, params, rest, x = nnx_model(*sizes, dropout=dropout, fp32_softmax=fp32_softmax)
     forward = scanrewrite.runtime.nnx_scan(nnx.remat(lambda h, block: block(h)), in_axes=(nnx.Carry, 0), out_axes=nnx.Carry, unroll=4)
     return nnx_step(forward, graphdef), (params, rest, x)
 
 
-def _linen(sizes, dropout=0.1):
+def _linen(sizes, dropout=0.1, fp32_softmax=False):
     from flax import linen as nn
 
     layers, batch, seq, width, heads = sizes
-    Block = linen_block(batch, seq, width, heads, dropout)
+    Block = linen_block(batch, seq, width, heads, dropout, fp32_softmax)
     Stack = scanrewrite.runtime.linen_scan(nn.remat(Block), variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True}, length=layers, unroll=4)
     x = jax.random.normal(jax.random.key(1), (batch, seq, width)).astype(DTYPE)
     keys = {"params": jax.random.key(0), "dropout": jax.random.key(2)}
@@ -77,6 +77,17 @@ def linen_no_dropout():
     return _linen(FULL, dropout=0.0)
 
 
+def nnx_fp32_softmax():
+    """As `nnx_no_dropout`, the softmax in float32 (`force_fp32_for_softmax`): what
+    `benchmarks/tune_gpt.py` computes."""
+    return _nnx(FULL, dropout=0.0, fp32_softmax=True)
+
+
+def linen_fp32_softmax():
+    """As `linen_no_dropout`, the softmax in float32."""
+    return _linen(FULL, dropout=0.0, fp32_softmax=True)
+
+
 def nnx_small():
     """4 layers, batch 8, sequence 1024, width 1024, 16 heads."""
     return _nnx(SMALL)
@@ -89,6 +100,10 @@ def linen_small():
 def nnx_smoke():
     """4 layers of width 16: the same program in seconds on the CPU."""
     return _nnx(SMOKE)
+
+
+def nnx_fp32_smoke():
+    return _nnx(SMOKE, fp32_softmax=True)
 
 
 def linen_smoke():
