@@ -223,14 +223,40 @@ def test_the_rounding_of_a_narrow_precision_raises_the_rtol_of_wider_leaves_up_t
     # Twice the largest difference among the programs equal up to rounding, leaf by leaf; a
     # program with a NaN out of place tells nothing; never more than bfloat16's own rtol.
     # (The leaves in order: grad, loss.)
-    assert _verify.rounding_of([rounded, expected, nan], expected, bf16) == pytest.approx((0.0, 2e-2))
-    assert _verify.rounding_of([far], expected, bf16) == (0.0, _verify.RTOL["bfloat16"])
+    assert _verify.rounding_of([rounded, expected, nan], expected, bf16) == (pytest.approx((0.0, 2e-2)), (0.0, 0.0))
+    # A leaf as large as the rest keeps the capped rtol alone: no atol.
+    assert _verify.rounding_of([far], expected, bf16) == ((0.0, _verify.RTOL["bfloat16"]), (0.0, 0.0))
     raised = Tolerance(rounding=(0.0, 2e-2), precision="bfloat16")
     assert not compare(rounded, expected, Tolerance()).agrees and compare(rounded, expected, raised).agrees
     assert not compare(far, expected, raised).agrees
     wrong_grad = to_host({"loss": jnp.float32(2.0), "grad": jnp.array([1.0, -3.001], jnp.float32)})
     assert not compare(wrong_grad, expected, raised).agrees  # the grad leaf keeps float32's 1e-4
     assert "computes in bfloat16" in raised.describe() and "raised on 1 of 2 leaves, to at most 2.0e-02" in raised.describe()
+
+
+def test_a_leaf_whose_value_is_rounding_alone_gets_an_atol_of_that_rounding_and_no_more():
+    # As a TPU v5e measured a Flax attention's gradients: the key bias's, which a softmax cannot
+    # see, is rounding alone (6.9e-6 beside the kernels' 0.3), and an equal program differs on
+    # it by 1.9x its size.
+    grads = lambda kernel, bias: to_host({"bias": jnp.array(bias, jnp.bfloat16), "kernel": jnp.array(kernel, jnp.bfloat16)})
+    expected = grads([0.25, -0.3], [6.9e-6, -2e-6])
+    equal = grads([0.25, -0.3], [-6.3e-6, 3e-6])  # the bias 1.3e-5 off
+    bf16 = jnp.dtype(jnp.bfloat16)
+    rtol, atol = _verify.rounding_of([equal], expected, bf16)
+    assert rtol == (_verify.RTOL["bfloat16"], 0.0) and atol[0] == pytest.approx(2 * 1.32e-5, rel=1e-2) and atol[1] == 0
+    raised = Tolerance(rounding=rtol, precision="bfloat16", rounding_atol=atol)
+    assert not compare(equal, expected, Tolerance(rounding=rtol, precision="bfloat16")).agrees  # the rtol alone
+    assert compare(equal, expected, raised).agrees and compare(grads([0.25, -0.3], [-1.4e-5, 0.0]), expected, raised).agrees
+    # Past twice that rounding, or a gradient of the kernels' size, it differs.
+    assert not compare(grads([0.25, -0.3], [-3e-5, 0.0]), expected, raised).agrees
+    assert not compare(grads([0.25, -0.3], [1e-2, 0.0]), expected, raised).agrees
+    assert not compare(grads([0.25, -0.4], [6.9e-6, -2e-6]), expected, raised).agrees
+    assert "the atol of 1 whose value is rounding alone" in raised.describe()
+    # Never more than bfloat16's rtol of the largest gradient, however far the equal program.
+    assert _verify.rounding_of([grads([0.25, -0.3], [0.5, 0.0])], expected, bf16)[1][0] == pytest.approx(0.05 * 0.3, rel=1e-2)
+    # A leaf larger than that rounding keeps the capped rtol alone, however far it moves.
+    expected = grads([0.25, -0.3], [0.1, 0.0])
+    assert _verify.rounding_of([grads([0.25, -0.3], [0.2, 0.0])], expected, bf16)[1] == (0.0, 0.0)
 
 
 def test_stored_steps_are_a_rounding_reference_at_scan_and_flax_sites():

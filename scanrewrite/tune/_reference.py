@@ -59,6 +59,6 @@ def compile_reference(program: Program, found: Found, options: TuneOptions, prog
     if references:
         names = iter(_ROUNDING_NAMES)
         told = (lambda _: None) if beside else (lambda _: progress.advance(next(names)))  # told once
-        spread = _rounding.measure(program, references, first, found.precision, options.compile_threads, told)
-        program.tolerance = Tolerance(options.rtol, options.atol, spread, found.precision.name)
+        spread, noise = _rounding.measure(program, references, first, found.precision, options.compile_threads, told)
+        program.tolerance = Tolerance(options.rtol, options.atol, spread, found.precision.name, noise)
     return baseline

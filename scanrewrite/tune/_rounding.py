@@ -54,9 +54,10 @@ def _stored(n: int, api: str) -> Candidate:
 def measure(
     program: Program, configs: list[Config], first: Any | None, precision: Any, threads: int,
     done: Callable[[Compiled], None],
-) -> tuple[float, ...]:  # fmt: skip
-    """The raised rtol of each output leaf (`_verify.rounding_of`) from `configs` (compiled
-    and run once each; one that fails is left out) and `first`, the original's warm-up outputs."""
+) -> tuple[tuple[float, ...], tuple[float, ...]]:  # fmt: skip
+    """The raised rtol and atol of each output leaf (`_verify.rounding_of`) from `configs`
+    (compiled and run once each; one that fails is left out) and `first`, the original's
+    warm-up outputs."""
     outputs = [] if first is None else [first]
     for compiled in program.compile_all(configs, threads, done):
         if compiled.error is None:
