@@ -105,15 +105,15 @@ def rounding_of(
     larger than that keeps the capped rtol alone."""
     cap = RTOL.get(precision.name, FALLBACK_RTOL)
     count = len(expected[1])
-    relative, absolute = [0.0] * count, [0.0] * count
-    scales = [_diff_and_scale(e, e)[1] for e in expected[1]]
+    relative, absolute, scales = [0.0] * count, [0.0] * count, [0.0] * count
     for tree, leaves in outputs:
         if tree != expected[0] or len(leaves) != count:
             continue
-        diffs = [_leaf(a, e, Tolerance())[0] for a, e in zip(leaves, expected[1])]
-        if all(math.isfinite(d) for d in diffs):
-            relative = [max(x, d) for x, d in zip(relative, diffs)]
-            absolute = [max(x, _diff_and_scale(a, e)[0]) for x, a, e in zip(absolute, leaves, expected[1])]
+        found = [_difference(a, e) for a, e in zip(leaves, expected[1])]
+        if all(math.isfinite(rel) for rel, _, _ in found):
+            relative = [max(x, rel) for x, (rel, _, _) in zip(relative, found)]
+            absolute = [max(x, diff) for x, (_, diff, _) in zip(absolute, found)]
+            scales = [scale for _, _, scale in found]
     largest: dict[Any, float] = {}
     for e, scale in zip(expected[1], scales):
         largest[e.dtype] = max(largest.get(e.dtype, 0.0), scale)
@@ -165,28 +165,28 @@ DEVICE_ELEMENTS = 2**20
 
 def _leaf(a: Any, e: Any, tolerance: Tolerance, index: int | None = None) -> tuple[float, bool]:
     """(normwise relative difference, whether it is within the tolerance) of one leaf."""
-    if a.shape != e.shape or a.dtype != e.dtype:
-        return math.inf, False
-    if a.size == 0:
-        return 0.0, True
-    stats = _device_stats(a, e) if a.size >= DEVICE_ELEMENTS else _stats(np, np.asarray(a), np.asarray(e))
-    equal, misplaced, diff, scale = (v.item() for v in jax.device_get(stats))
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        return (0.0, True) if equal else (diff / scale if scale else math.inf, False)
-    if misplaced:
-        return math.inf, False
+    rel, diff, scale = _difference(a, e)
+    if a.shape != e.shape or a.dtype != e.dtype or not jnp.issubdtype(a.dtype, jnp.inexact):
+        return rel, rel == 0
     rtol, atol = tolerance.of(np.dtype(a.dtype), index)
-    rel = 0.0 if diff == 0 else (diff / scale if scale else math.inf)
     return rel, diff <= atol + rtol * scale
 
 
-def _diff_and_scale(a: Any, e: Any) -> tuple[float, float]:
-    """The largest absolute difference of two leaves of one shape and dtype, and the largest
-    finite magnitude of `e`; zeros for integers, booleans and empty leaves."""
-    if a.size == 0 or not jnp.issubdtype(a.dtype, jnp.inexact):
-        return 0.0, 0.0
+def _difference(a: Any, e: Any) -> tuple[float, float, float]:
+    """(normwise relative difference, largest absolute difference, largest finite magnitude of
+    `e`) of one leaf: infinite differences where shapes or dtypes differ or a NaN or an
+    infinity is out of place."""
+    if a.shape != e.shape or a.dtype != e.dtype:
+        return math.inf, math.inf, 0.0
+    if a.size == 0:
+        return 0.0, 0.0, 0.0
     stats = _device_stats(a, e) if a.size >= DEVICE_ELEMENTS else _stats(np, np.asarray(a), np.asarray(e))
-    return float(jax.device_get(stats[2])), float(jax.device_get(stats[3]))
+    equal, misplaced, diff, scale = (v.item() for v in jax.device_get(stats))
+    if equal:
+        return 0.0, 0.0, scale
+    if misplaced:
+        return math.inf, math.inf, scale
+    return (0.0 if diff == 0 else diff / scale if scale else math.inf), diff, scale
 
 
 def _stats(xp: Any, a: Any, e: Any) -> tuple[Any, Any, Any, Any]:
