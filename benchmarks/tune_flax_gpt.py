@@ -102,9 +102,5 @@ def nnx_smoke():
     return _nnx(SMOKE)
 
 
-def nnx_fp32_smoke():
-    return _nnx(SMOKE, fp32_softmax=True)
-
-
 def linen_smoke():
     return _linen(SMOKE)
