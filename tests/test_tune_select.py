@@ -67,6 +67,8 @@ def test_budget_limit():
     assert Budget(bytes=10).limit(1000) == 10
     assert Budget(device=0.8).limit(1000, 16 * 2**30) == int(0.8 * 16 * 2**30)
     assert str(Budget(device=0.8)) == "0.8 of the device's memory"
+    # A fraction is of every site as written, a Flax scan's as much as a lax.scan's.
+    assert str(Budget(fraction=1.02)) == "1.02x the original program's memory"
 
 
 def test_a_device_fraction_needs_a_device_that_reports_its_memory():

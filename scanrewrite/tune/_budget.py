@@ -15,8 +15,8 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 @dataclass(frozen=True)
 class Budget:
     """A memory budget for a compiled program's memory (`_compile.judged_bytes`: XLA's peak on
-    an accelerator, its temp size on the CPU): bytes, a fraction of `lax.scan`'s, or a fraction
-    of the device's memory."""
+    an accelerator, its temp size on the CPU): bytes, a fraction of the original program's (every
+    site as written), or a fraction of the device's memory."""
 
     bytes: int | None = None
     fraction: float | None = None
@@ -25,7 +25,7 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str | int | float | None) -> Budget | None:
-        """`"2GiB"`, `"512MB"`, `1000000` (bytes); `"0.5x"` or `"50%"` (of `lax.scan`'s); a
+        """`"2GiB"`, `"512MB"`, `1000000` (bytes); `"0.5x"` or `"50%"` (of the original program's); a
         bare number up to 1, `"0.8"`, of the device's memory (less than a byte means nothing
         else)."""
         if text is None:
@@ -49,7 +49,7 @@ class Budget:
         return cls(bytes=int(number * _UNITS[unit]))
 
     def limit(self, baseline_bytes: int | None, device_bytes: int | None = None) -> int | None:
-        """The budget in bytes, given `lax.scan`'s memory and the device's memory (None:
+        """The budget in bytes, given the original program's memory and the device's memory (None:
         unknown, no limit)."""
         if self.bytes is not None:
             return self.bytes
@@ -57,7 +57,7 @@ class Budget:
             if device_bytes is None:
                 raise TuneError(
                     f"a budget of {self.device:g} of the device's memory, but the device reports no memory "
-                    "size (the CPU does not): give bytes ('12GiB') or a fraction of lax.scan's ('0.5x')"
+                    "size (the CPU does not): give bytes ('12GiB') or a fraction of the original program's ('0.5x')"
                 )
             return math.floor(self.device * device_bytes)
         if baseline_bytes is None:
@@ -69,7 +69,7 @@ class Budget:
             return f"{self.bytes} bytes"
         if self.device is not None:
             return f"{self.device:g} of the device's memory"
-        return f"{self.fraction:g}x lax.scan's memory"
+        return f"{self.fraction:g}x the original program's memory"
 
 
-_BUDGET_FORMS = "a memory budget is bytes ('2GiB'), a fraction of lax.scan's ('0.5x', '50%') or of the device's memory ('0.8')"
+_BUDGET_FORMS = "a memory budget is bytes ('2GiB'), a fraction of the original program's ('0.5x', '50%') or of the device's memory ('0.8')"

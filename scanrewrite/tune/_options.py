@@ -234,7 +234,7 @@ class TuneOptions:
     memory_budget: Budget | None = option(
         _Parsed(_budget, "BUDGET"),
         None,
-        "Limit on compiled memory (XLA's peak on an accelerator, its temp size on the CPU): bytes ('12GiB', '500MB'), a fraction of lax.scan's ('0.5x', '50%') or of "
+        "Limit on compiled memory (XLA's peak on an accelerator, its temp size on the CPU): bytes ('12GiB', '500MB'), a fraction of the original program's ('0.5x', '50%') or of "
         "the device's memory ('0.8'). Then scan sites (and Flax's) also try reductions_saveable at each k, stored "
         "steps, the runtime's dots-and-reductions policies (and --policies) on every step, and the for-loop's "
         "program, compiling only those predicted to fit and win.",

@@ -25,7 +25,7 @@ class Session:
     candidates: dict[Site, SiteCandidates]
     #: The original compiled (`_reference.compile_reference`), timed beside every round.
     baseline: Compiled
-    #: The memory budget in bytes; None without one (or where lax.scan's memory is unknown).
+    #: The memory budget in bytes; None without one (or where the original program's memory is unknown).
     limit: int | None
     picks: dict[Site, Candidate] = field(default_factory=dict)
 
