@@ -248,7 +248,8 @@ def _keeping(req: Request, body: _trace.Body, checkpoint: Any, fit: _memory.Fit 
     reductions by default, `checkpoint=True` made `reductions_saveable` if that keeps the
     step's maxima (sums alone did not pay: a Flax stack ran at 1.19x on a TPU v5e). A per-step
     checkpoint the user wrote (`jax.checkpoint`, a Flax remat) keeps what it says, nothing:
-    with one, a Flax GPT-style stack ran at 1.07x in 1.20x the memory with reductions kept."""
+    with reductions kept, Flax GPT-style stacks over remat ran at 1.07x (NNX's attention) and
+    0.94x (Linen's) on a TPU v5e."""
     users = body.checkpoint is not None or req.remat
     default = checkpoint is True and req.layout.keeps_reductions and not users and _policies.has_reductions(body.jaxpr)
     policy = _policies.reductions_saveable if default else checkpoint
