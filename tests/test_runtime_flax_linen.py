@@ -72,10 +72,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.main_only(
-    "flax runs only in CI's matrix, every case in newest-3.13; elsewhere, every case runs k3's plain"
-    " step, remat-jit runs jax.jit, and k = N is the runtime's own (test_runtime.py's lengths)",
+    "in the matrix, every other case runs k3's plain step, remat-jit runs jax.jit, and k = N is the"
+    " runtime's own (test_runtime.py's lengths)",
     ids=["k3", "k7-jit"],
-    parts=["newest-3.13"],
 )
 def test_same_program(case):
     options = dict(CASES[case])
