@@ -247,6 +247,10 @@ def test_a_leaf_whose_value_is_rounding_alone_gets_an_atol_of_that_rounding_and_
     raised = Tolerance(rounding=rtol, precision="bfloat16", rounding_atol=atol)
     assert not compare(equal, expected, Tolerance(rounding=rtol, precision="bfloat16")).agrees  # the rtol alone
     assert compare(equal, expected, raised).agrees and compare(grads([0.25, -0.3], [-1.4e-5, 0.0]), expected, raised).agrees
+    # Its difference is reported at the magnitude its atol stands for (atol / rtol, 5.3e-4),
+    # not over its own size, where the rounding that passes reads as 1.9.
+    assert compare(equal, expected, raised).max_rel_diff == pytest.approx(1.32e-5 / (2 * 1.32e-5 / 0.05), rel=2e-2)
+    assert compare(equal, expected, Tolerance(rounding=rtol, precision="bfloat16")).max_rel_diff > 1.5
     # Past twice that rounding, or a gradient of the kernels' size, it differs.
     assert not compare(grads([0.25, -0.3], [-3e-5, 0.0]), expected, raised).agrees
     assert not compare(grads([0.25, -0.3], [1e-2, 0.0]), expected, raised).agrees

@@ -210,7 +210,8 @@ class TuneReport:
             f"spread: half the interquartile range of the repeats, as a fraction of the median; "
             f"memory: {self.memory}{budget}; "
             f"max rel diff: of the outputs against the original's (for lax.scan: a second compilation's), "
-            f"largest difference over largest magnitude per leaf; the same numbers within "
+            f"largest difference over largest magnitude per leaf (a leaf whose value is rounding alone: over "
+            f"the magnitude its atol stands for, atol / rtol); the same numbers within "
             f"{self.tolerance.describe()}"
         ]
         parts += [site.table(name) for site in self.sites]

@@ -164,11 +164,17 @@ DEVICE_ELEMENTS = 2**20
 
 
 def _leaf(a: Any, e: Any, tolerance: Tolerance, index: int | None = None) -> tuple[float, bool]:
-    """(normwise relative difference, whether it is within the tolerance) of one leaf."""
+    """(normwise relative difference, whether it is within the tolerance) of one leaf. A leaf
+    whose value is rounding alone (`Tolerance.rounding_atol`) is judged at the magnitude its
+    atol stands for, atol / rtol, at most the largest of its dtype's leaves: so is its
+    difference reported, not over its own size, which rounding is not measured by."""
     rel, diff, scale = _difference(a, e)
     if a.shape != e.shape or a.dtype != e.dtype or not jnp.issubdtype(a.dtype, jnp.inexact):
         return rel, rel == 0
     rtol, atol = tolerance.of(np.dtype(a.dtype), index)
+    noise = tolerance.rounding_atol[index] if tolerance.rounding_atol and index is not None and index < len(tolerance.rounding_atol) else 0.0
+    if noise > 0 and rtol > 0 and math.isfinite(rel) and diff:
+        rel = diff / max(scale, noise / rtol)
     return rel, diff <= atol + rtol * scale
 
 
