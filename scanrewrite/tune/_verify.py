@@ -58,9 +58,13 @@ class Tolerance:
         if self.rounding is not None and index is not None and index < len(self.rounding):
             rtol = max(rtol, self.rounding[index])
         atol = float(jnp.finfo(dtype).tiny) if self.atol is None else self.atol
-        if self.rounding_atol is not None and index is not None and index < len(self.rounding_atol):
-            atol = max(atol, self.rounding_atol[index])
-        return rtol, atol
+        return rtol, max(atol, self.noise(index))
+
+    def noise(self, index: int | None) -> float:
+        """The `index`-th leaf's atol for a value that is rounding alone (`rounding_atol`), else 0."""
+        if self.rounding_atol is None or index is None or index >= len(self.rounding_atol):
+            return 0.0
+        return self.rounding_atol[index]
 
     def describe(self) -> str:
         """The tolerance in words, for the report's heading."""
@@ -172,7 +176,7 @@ def _leaf(a: Any, e: Any, tolerance: Tolerance, index: int | None = None) -> tup
     if a.shape != e.shape or a.dtype != e.dtype or not jnp.issubdtype(a.dtype, jnp.inexact):
         return rel, rel == 0
     rtol, atol = tolerance.of(np.dtype(a.dtype), index)
-    noise = tolerance.rounding_atol[index] if tolerance.rounding_atol and index is not None and index < len(tolerance.rounding_atol) else 0.0
+    noise = tolerance.noise(index)
     if noise > 0 and rtol > 0 and math.isfinite(rel) and diff:
         rel = diff / max(scale, noise / rtol)
     return rel, diff <= atol + rtol * scale
