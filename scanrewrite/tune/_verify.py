@@ -55,16 +55,9 @@ class Tolerance:
     def of(self, dtype: np.dtype, index: int | None = None) -> tuple[float, float]:
         """(rtol, atol) of a leaf of `dtype`, the `index`-th of the outputs."""
         rtol = RTOL.get(dtype.name, FALLBACK_RTOL) if self.rtol is None else self.rtol
-        if self.rounding is not None and index is not None and index < len(self.rounding):
-            rtol = max(rtol, self.rounding[index])
+        rtol = max(rtol, _entry(self.rounding, index))
         atol = float(jnp.finfo(dtype).tiny) if self.atol is None else self.atol
-        return rtol, max(atol, self.noise(index))
-
-    def noise(self, index: int | None) -> float:
-        """The `index`-th leaf's atol for a value that is rounding alone (`rounding_atol`), else 0."""
-        if self.rounding_atol is None or index is None or index >= len(self.rounding_atol):
-            return 0.0
-        return self.rounding_atol[index]
+        return rtol, max(atol, _entry(self.rounding_atol, index))
 
     def describe(self) -> str:
         """The tolerance in words, for the report's heading."""
@@ -88,6 +81,11 @@ class Tolerance:
             f"sites), at most {self.precision}'s "
             f"{RTOL.get(str(self.precision), FALLBACK_RTOL):g} ({how})"
         )
+
+
+def _entry(values: tuple[float, ...] | None, index: int | None) -> float:
+    """`values[index]`, a per-leaf rounding measure of `Tolerance`; 0 where there is none."""
+    return values[index] if values is not None and index is not None and index < len(values) else 0.0
 
 
 def rounding_of(
@@ -176,8 +174,8 @@ def _leaf(a: Any, e: Any, tolerance: Tolerance, index: int | None = None) -> tup
     if a.shape != e.shape or a.dtype != e.dtype or not jnp.issubdtype(a.dtype, jnp.inexact):
         return rel, rel == 0
     rtol, atol = tolerance.of(np.dtype(a.dtype), index)
-    noise = tolerance.noise(index)
-    if noise > 0 and rtol > 0 and math.isfinite(rel) and diff:
+    noise = _entry(tolerance.rounding_atol, index)
+    if noise > 0 and rtol > 0 and math.isfinite(rel):
         rel = diff / max(scale, noise / rtol)
     return rel, diff <= atol + rtol * scale
 
